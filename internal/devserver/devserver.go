@@ -1,0 +1,310 @@
+// Package devserver runs an embedded Temporal server (SQLite file or in memory) and the
+// Temporal Web UI inside the calling process. It backs `jam dev` and the integration tests.
+//
+// The server assembly follows the Temporal CLI's dev server (github.com/temporalio/cli,
+// internal/devserver, MIT licensed), trimmed to what Jam needs.
+package devserver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	uiserver "github.com/temporalio/ui-server/v2/server"
+	uiconfig "github.com/temporalio/ui-server/v2/server/config"
+	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/membership/static"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+)
+
+const (
+	clusterName   = "active"
+	failoverBase  = 1
+	defaultNSName = "default"
+)
+
+// Options configure an embedded server. Addresses are host:port; a port of 0 picks a free one.
+type Options struct {
+	// FrontendAddress is where the Temporal gRPC frontend listens (default 127.0.0.1:7233).
+	FrontendAddress string
+	// UIAddress is where the Web UI listens; empty disables the UI.
+	UIAddress string
+	// DatabaseFile persists Temporal state; empty keeps it in memory (ephemeral).
+	DatabaseFile string
+	// Namespaces registered at start; "default" when empty.
+	Namespaces []string
+	// Logger receives the server's logs; it is filtered at LogLevel.
+	Logger   *slog.Logger
+	LogLevel slog.Level
+}
+
+// Server is a running embedded Temporal server and, optionally, its Web UI.
+type Server struct {
+	server       temporal.Server
+	ui           *uiserver.Server
+	uiDone       chan error
+	frontendAddr string
+	uiAddr       string
+	stopOnce     sync.Once
+}
+
+// FrontendAddress is the host:port the SDK client dials.
+func (s *Server) FrontendAddress() string { return s.frontendAddr }
+
+// UIAddress is the host:port of the Web UI, or "" when disabled.
+func (s *Server) UIAddress() string { return s.uiAddr }
+
+// UIURL is the Web UI's base URL, or "" when disabled.
+func (s *Server) UIURL() string {
+	if s.uiAddr == "" {
+		return ""
+	}
+	return "http://" + s.uiAddr
+}
+
+// Start builds and starts the server; it returns once the frontend accepts connections.
+func Start(opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		return nil, errors.New("devserver: missing logger")
+	}
+	if opts.FrontendAddress == "" {
+		opts.FrontendAddress = "127.0.0.1:7233"
+	}
+	if len(opts.Namespaces) == 0 {
+		opts.Namespaces = []string{defaultNSName}
+	}
+	host, port, err := resolveAddress(opts.FrontendAddress)
+	if err != nil {
+		return nil, fmt.Errorf("temporal frontend address: %w", err)
+	}
+	s := &Server{frontendAddr: net.JoinHostPort(host, strconv.Itoa(port))}
+
+	conf, err := buildConfig(host, port, opts)
+	if err != nil {
+		return nil, err
+	}
+	levelVar := &slog.LevelVar{}
+	levelVar.Set(opts.LogLevel)
+	logger := slogLogger{log: opts.Logger, level: levelVar}
+	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
+	if err != nil {
+		return nil, fmt.Errorf("temporal authorizer: %w", err)
+	}
+	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
+	if err != nil {
+		return nil, fmt.Errorf("temporal claim mapper: %w", err)
+	}
+	staticHost := func(svc primitives.ServiceName) static.Hosts {
+		return static.SingleLocalHost(net.JoinHostPort(host, strconv.Itoa(conf.Services[string(svc)].RPC.GRPCPort)))
+	}
+	dyn := dynamicconfig.StaticClient{
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+	}
+	server, err := temporal.NewServer(
+		temporal.WithConfig(conf),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
+			primitives.FrontendService: staticHost(primitives.FrontendService),
+			primitives.MatchingService: staticHost(primitives.MatchingService),
+			primitives.HistoryService:  staticHost(primitives.HistoryService),
+			primitives.WorkerService:   staticHost(primitives.WorkerService),
+		}),
+		temporal.WithLogger(logger),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithDynamicConfigClient(dyn),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("build temporal server: %w", err)
+	}
+	if err := server.Start(); err != nil {
+		return nil, fmt.Errorf("start temporal server: %w", err)
+	}
+	s.server = server
+
+	if opts.UIAddress != "" {
+		if err := s.startUI(opts.UIAddress); err != nil {
+			_ = server.Stop()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Server) startUI(addr string) error {
+	host, port, err := resolveAddress(addr)
+	if err != nil {
+		return fmt.Errorf("temporal ui address: %w", err)
+	}
+	s.uiAddr = net.JoinHostPort(host, strconv.Itoa(port))
+	s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
+		Host:                host,
+		Port:                port,
+		TemporalGRPCAddress: s.frontendAddr,
+		EnableUI:            true,
+		CORS:                uiconfig.CORS{CookieInsecure: true},
+		HideLogs:            true,
+		// The machine may be offline; the UI must not reach out for release news.
+		DisableNewsFetch: true,
+	}))
+	s.uiDone = make(chan error, 1)
+	go func() { s.uiDone <- s.ui.Start() }()
+	// ui.Start blocks while serving, so readiness is observed by dialing the port.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-s.uiDone:
+			return fmt.Errorf("temporal ui on %s: %w", s.uiAddr, err)
+		default:
+		}
+		conn, err := net.DialTimeout("tcp", s.uiAddr, 200*time.Millisecond)
+		if err == nil {
+			_ = conn.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			s.ui.Stop()
+			return fmt.Errorf("temporal ui on %s did not start: %w", s.uiAddr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop stops the UI, then the server. It is safe to call more than once.
+func (s *Server) Stop() error {
+	var err error
+	s.stopOnce.Do(func() {
+		if s.ui != nil {
+			s.ui.Stop()
+		}
+		if s.server != nil {
+			err = s.server.Stop()
+		}
+	})
+	return err
+}
+
+func buildConfig(host string, frontendPort int, opts Options) (*config.Config, error) {
+	httpPort, err := freePort(host)
+	if err != nil {
+		return nil, err
+	}
+	var conf config.Config
+	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
+	conf.Global.Membership.BroadcastAddress = host
+	conf.Persistence.DefaultStore = "sqlite-default"
+	conf.Persistence.VisibilityStore = "sqlite-default"
+	conf.Persistence.NumHistoryShards = 1
+	sqlConf, err := buildSQLConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	conf.Persistence.DataStores = map[string]config.DataStore{"sqlite-default": {SQL: sqlConf}}
+	frontendAddr := net.JoinHostPort(host, strconv.Itoa(frontendPort))
+	conf.ClusterMetadata = &cluster.Config{
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        clusterName,
+		CurrentClusterName:       clusterName,
+		ClusterInformation: map[string]cluster.ClusterInformation{
+			clusterName: {
+				Enabled:                true,
+				InitialFailoverVersion: failoverBase,
+				RPCAddress:             frontendAddr,
+				HTTPAddress:            net.JoinHostPort(host, strconv.Itoa(httpPort)),
+				ClusterID:              "jam-dev",
+			},
+		},
+	}
+	conf.DCRedirectionPolicy.Policy = "noop"
+	conf.Services = map[string]config.Service{}
+	for _, name := range []string{"frontend", "history", "matching", "worker"} {
+		var svc config.Service
+		svc.RPC.BindOnIP = host
+		if name == "frontend" {
+			svc.RPC.GRPCPort = frontendPort
+			svc.RPC.HTTPPort = httpPort
+		} else {
+			p, err := freePort(host)
+			if err != nil {
+				return nil, err
+			}
+			svc.RPC.GRPCPort = p
+		}
+		conf.Services[name] = svc
+	}
+	conf.Archival.History.State = "disabled"
+	conf.Archival.Visibility.State = "disabled"
+	conf.NamespaceDefaults.Archival.History.State = "disabled"
+	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	conf.PublicClient.HostPort = frontendAddr
+	return &conf, nil
+}
+
+func buildSQLConfig(opts Options) (*config.SQL, error) {
+	conf := config.SQL{PluginName: sqliteplugin.PluginName}
+	if opts.DatabaseFile == "" {
+		conf.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
+		// A unique name keeps two in-memory servers in one process (tests) apart.
+		conf.DatabaseName = fmt.Sprintf("jam-%d-%d", os.Getpid(), time.Now().UnixNano())
+	} else {
+		conf.ConnectAttributes = map[string]string{"mode": "rwc"}
+		conf.DatabaseName = opts.DatabaseFile
+		if _, err := os.Stat(opts.DatabaseFile); errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(filepath.Dir(opts.DatabaseFile), 0o700); err != nil {
+				return nil, fmt.Errorf("temporal database directory: %w", err)
+			}
+			if err := sqliteschema.SetupSchema(&conf); err != nil {
+				return nil, fmt.Errorf("temporal database schema %s: %w", opts.DatabaseFile, err)
+			}
+		} else if err != nil {
+			return nil, fmt.Errorf("temporal database %s: %w", opts.DatabaseFile, err)
+		}
+	}
+	namespaces := make([]*sqliteschema.NamespaceConfig, 0, len(opts.Namespaces))
+	for _, ns := range opts.Namespaces {
+		nsConf, err := sqliteschema.NewNamespaceConfig(clusterName, ns, false, nil)
+		if err != nil {
+			return nil, fmt.Errorf("temporal namespace %s: %w", ns, err)
+		}
+		namespaces = append(namespaces, nsConf)
+	}
+	if err := sqliteschema.CreateNamespaces(&conf, namespaces...); err != nil {
+		return nil, fmt.Errorf("temporal namespaces: %w", err)
+	}
+	return &conf, nil
+}
+
+// resolveAddress splits host:port and replaces port 0 with a free port on that host.
+func resolveAddress(addr string) (string, int, error) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("invalid port %q", portText)
+	}
+	if port == 0 {
+		if port, err = freePort(host); err != nil {
+			return "", 0, err
+		}
+	}
+	return host, port, nil
+}

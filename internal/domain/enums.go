@@ -1,0 +1,253 @@
+package domain
+
+// AgentKind says who runs an agent: Jam (owned) or the user (attached).
+type AgentKind string
+
+const (
+	AgentOwned    AgentKind = "owned"
+	AgentAttached AgentKind = "attached"
+)
+
+var AgentKinds = NewEnum("kind", AgentOwned, AgentAttached)
+
+func (v *AgentKind) UnmarshalText(b []byte) error { return unmarshalEnum(AgentKinds, b, v) }
+
+// RunIntent is an agent's persisted run intent; a kept stop survives a restart of Jam.
+type RunIntent string
+
+const (
+	RunIntentRunning RunIntent = "running"
+	RunIntentStopped RunIntent = "stopped"
+)
+
+var RunIntents = NewEnum("run_intent", RunIntentRunning, RunIntentStopped)
+
+func (v *RunIntent) UnmarshalText(b []byte) error { return unmarshalEnum(RunIntents, b, v) }
+
+// Transport is how Jam talks to an agent runtime.
+type Transport string
+
+const (
+	TransportCodexAppServer Transport = "codex-app-server"
+	TransportCopilotSDK     Transport = "copilot-sdk"
+	TransportClaudeCodeCLI  Transport = "claude-code-cli"
+	TransportACP            Transport = "acp"
+	TransportOpenCode       Transport = "opencode"
+	TransportCursorACP      Transport = "cursor-acp"
+	TransportAttachInbox    Transport = "attach-inbox"
+	// TransportPTY is legacy: it is recognised so old records load, and refused everywhere else.
+	TransportPTY Transport = "pty"
+)
+
+var Transports = NewEnum("transport",
+	TransportCodexAppServer, TransportCopilotSDK, TransportClaudeCodeCLI, TransportACP,
+	TransportOpenCode, TransportCursorACP, TransportAttachInbox, TransportPTY)
+
+func (v *Transport) UnmarshalText(b []byte) error { return unmarshalEnum(Transports, b, v) }
+
+// Placement says whether a runtime host serves one session or every room of an agent.
+type Placement string
+
+const (
+	PlacementShared    Placement = "shared_agent_host"
+	PlacementDedicated Placement = "dedicated_session_host"
+)
+
+var Placements = NewEnum("placement", PlacementShared, PlacementDedicated)
+
+func (v *Placement) UnmarshalText(b []byte) error { return unmarshalEnum(Placements, b, v) }
+
+// ConfigurationSource says who configures a sandbox: Jam, or the operator's Docker environment files.
+type ConfigurationSource string
+
+const (
+	ConfigJamManaged        ConfigurationSource = "jam_managed"
+	ConfigDockerEnvironment ConfigurationSource = "docker_environment"
+)
+
+var ConfigurationSources = NewEnum("configuration_source", ConfigJamManaged, ConfigDockerEnvironment)
+
+func (v *ConfigurationSource) UnmarshalText(b []byte) error {
+	return unmarshalEnum(ConfigurationSources, b, v)
+}
+
+// WorkspaceSource says where a sandboxed runtime's workspace bytes come from.
+type WorkspaceSource string
+
+const (
+	WorkspaceManaged          WorkspaceSource = "managed"
+	WorkspacePrivateHostClone WorkspaceSource = "private_host_clone"
+	WorkspaceDirectHost       WorkspaceSource = "direct_host"
+)
+
+var WorkspaceSources = NewEnum("workspace_source", WorkspaceManaged, WorkspacePrivateHostClone, WorkspaceDirectHost)
+
+func (v *WorkspaceSource) UnmarshalText(b []byte) error { return unmarshalEnum(WorkspaceSources, b, v) }
+
+// NetworkProfile is the network intent of a sandboxed runtime.
+type NetworkProfile string
+
+const (
+	NetworkDeveloper  NetworkProfile = "developer"
+	NetworkProduction NetworkProfile = "production"
+)
+
+var NetworkProfiles = NewEnum("network_profile", NetworkDeveloper, NetworkProduction)
+
+func (v *NetworkProfile) UnmarshalText(b []byte) error { return unmarshalEnum(NetworkProfiles, b, v) }
+
+// RuntimeHostState is the lifecycle of one execution boundary.
+type RuntimeHostState string
+
+const (
+	HostProvisioning RuntimeHostState = "provisioning"
+	HostActive       RuntimeHostState = "active"
+	HostParked       RuntimeHostState = "parked"
+	HostArchived     RuntimeHostState = "archived"
+	HostRemoved      RuntimeHostState = "removed"
+)
+
+var RuntimeHostStates = NewEnum("runtime_host_state", HostProvisioning, HostActive, HostParked, HostArchived, HostRemoved)
+
+func (v *RuntimeHostState) UnmarshalText(b []byte) error {
+	return unmarshalEnum(RuntimeHostStates, b, v)
+}
+
+// MembershipState says whether a runtime session is running on its host.
+type MembershipState string
+
+const (
+	MembershipActive  MembershipState = "active"
+	MembershipDormant MembershipState = "dormant"
+)
+
+var MembershipStates = NewEnum("membership_state", MembershipActive, MembershipDormant)
+
+func (v *MembershipState) UnmarshalText(b []byte) error { return unmarshalEnum(MembershipStates, b, v) }
+
+// WorkspaceState is the lifecycle of a managed workspace.
+type WorkspaceState string
+
+const (
+	WorkspacePlanned             WorkspaceState = "planned"
+	WorkspaceProvisioning        WorkspaceState = "provisioning"
+	WorkspaceReady               WorkspaceState = "ready"
+	WorkspaceRecovering          WorkspaceState = "recovering"
+	WorkspaceProvisionFailed     WorkspaceState = "provision_failed"
+	WorkspaceNeedsReconciliation WorkspaceState = "needs_reconciliation"
+	WorkspaceRemovalBlocked      WorkspaceState = "removal_blocked"
+	WorkspaceArchived            WorkspaceState = "archived"
+	WorkspaceRemoved             WorkspaceState = "removed"
+)
+
+var WorkspaceStates = NewEnum("workspace_state",
+	WorkspacePlanned, WorkspaceProvisioning, WorkspaceReady, WorkspaceRecovering, WorkspaceProvisionFailed,
+	WorkspaceNeedsReconciliation, WorkspaceRemovalBlocked, WorkspaceArchived, WorkspaceRemoved)
+
+func (v *WorkspaceState) UnmarshalText(b []byte) error { return unmarshalEnum(WorkspaceStates, b, v) }
+
+// WorkspaceOpKind is what a workspace operation does.
+type WorkspaceOpKind string
+
+const (
+	WorkspaceOpProvision   WorkspaceOpKind = "provision"
+	WorkspaceOpClone       WorkspaceOpKind = "clone"
+	WorkspaceOpBranch      WorkspaceOpKind = "branch"
+	WorkspaceOpCommit      WorkspaceOpKind = "commit"
+	WorkspaceOpPush        WorkspaceOpKind = "push"
+	WorkspaceOpPullRequest WorkspaceOpKind = "pull_request"
+	WorkspaceOpChecks      WorkspaceOpKind = "checks"
+	WorkspaceOpArchive     WorkspaceOpKind = "archive"
+	WorkspaceOpExport      WorkspaceOpKind = "export"
+	WorkspaceOpRestore     WorkspaceOpKind = "restore"
+	WorkspaceOpRemove      WorkspaceOpKind = "remove"
+	WorkspaceOpReconcile   WorkspaceOpKind = "reconcile"
+)
+
+var WorkspaceOpKinds = NewEnum("kind",
+	WorkspaceOpProvision, WorkspaceOpClone, WorkspaceOpBranch, WorkspaceOpCommit, WorkspaceOpPush,
+	WorkspaceOpPullRequest, WorkspaceOpChecks, WorkspaceOpArchive, WorkspaceOpExport, WorkspaceOpRestore,
+	WorkspaceOpRemove, WorkspaceOpReconcile)
+
+func (v *WorkspaceOpKind) UnmarshalText(b []byte) error { return unmarshalEnum(WorkspaceOpKinds, b, v) }
+
+// WorkspaceOpState is the forward-only state of a workspace operation.
+type WorkspaceOpState string
+
+const (
+	OpPending   WorkspaceOpState = "pending"
+	OpRunning   WorkspaceOpState = "running"
+	OpSucceeded WorkspaceOpState = "succeeded"
+	OpFailed    WorkspaceOpState = "failed"
+	OpCancelled WorkspaceOpState = "cancelled"
+)
+
+var WorkspaceOpStates = NewEnum("state", OpPending, OpRunning, OpSucceeded, OpFailed, OpCancelled)
+
+func (v *WorkspaceOpState) UnmarshalText(b []byte) error {
+	return unmarshalEnum(WorkspaceOpStates, b, v)
+}
+
+// Terminal reports whether no transition may leave this state.
+func (v WorkspaceOpState) Terminal() bool {
+	return v == OpSucceeded || v == OpFailed || v == OpCancelled
+}
+
+// CleanupStage is the forward-only stage of a whole-host cleanup, in execution order.
+type CleanupStage string
+
+const (
+	CleanupPrepared       CleanupStage = "prepared"
+	CleanupSandboxRemoved CleanupStage = "sandbox_removed"
+	CleanupRootRemoved    CleanupStage = "root_removed"
+	CleanupSucceeded      CleanupStage = "succeeded"
+)
+
+var CleanupStages = NewEnum("stage", CleanupPrepared, CleanupSandboxRemoved, CleanupRootRemoved, CleanupSucceeded)
+
+func (v *CleanupStage) UnmarshalText(b []byte) error { return unmarshalEnum(CleanupStages, b, v) }
+
+// CheckpointReason is why a provider checkpoint was taken.
+type CheckpointReason string
+
+const (
+	CheckpointAfterTurn    CheckpointReason = "after_turn"
+	CheckpointBeforeStop   CheckpointReason = "before_stop"
+	CheckpointBeforeReset  CheckpointReason = "before_reset"
+	CheckpointBeforeRemove CheckpointReason = "before_remove"
+	CheckpointManual       CheckpointReason = "manual"
+)
+
+var CheckpointReasons = NewEnum("reason",
+	CheckpointAfterTurn, CheckpointBeforeStop, CheckpointBeforeReset, CheckpointBeforeRemove, CheckpointManual)
+
+func (v *CheckpointReason) UnmarshalText(b []byte) error {
+	return unmarshalEnum(CheckpointReasons, b, v)
+}
+
+// ResumeOutcome is the immutable result of one exact-resume attempt.
+type ResumeOutcome string
+
+const (
+	ResumeSucceeded ResumeOutcome = "succeeded"
+	ResumeFailed    ResumeOutcome = "failed"
+)
+
+var ResumeOutcomes = NewEnum("outcome", ResumeSucceeded, ResumeFailed)
+
+func (v *ResumeOutcome) UnmarshalText(b []byte) error { return unmarshalEnum(ResumeOutcomes, b, v) }
+
+// PendingChangeStatus is the state of a configuration change that a live runtime has not accepted yet.
+type PendingChangeStatus string
+
+const (
+	PendingRequested PendingChangeStatus = "requested"
+	PendingApplying  PendingChangeStatus = "applying"
+	PendingFailed    PendingChangeStatus = "failed"
+)
+
+var PendingChangeStatuses = NewEnum("pending_change_status", PendingRequested, PendingApplying, PendingFailed)
+
+func (v *PendingChangeStatus) UnmarshalText(b []byte) error {
+	return unmarshalEnum(PendingChangeStatuses, b, v)
+}

@@ -1,0 +1,33 @@
+package domain
+
+import (
+	"regexp"
+	"time"
+)
+
+// Node is one machine that runs a `jam worker` (or `jam dev`) and owns what is on its disk.
+type Node struct {
+	Name        string
+	Hostname    string
+	PID         int
+	Version     string
+	DataDir     string
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+}
+
+// NodeHeartbeatInterval is how often a worker refreshes its node row.
+const NodeHeartbeatInterval = 10 * time.Second
+
+// NodeStaleAfter is the heartbeat age after which a node is reported stale: three missed beats.
+const NodeStaleAfter = 3 * NodeHeartbeatInterval
+
+var nodeNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// ValidateNodeName accepts host-name-like names; the name becomes part of a task queue name.
+func ValidateNodeName(name string) error {
+	if !nodeNamePattern.MatchString(name) {
+		return &ValidationError{Field: "node", Detail: "must be 1-63 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"}
+	}
+	return nil
+}

@@ -1,0 +1,38 @@
+package domain
+
+import (
+	"path/filepath"
+
+	"github.com/google/uuid"
+)
+
+// Layout names every path under a node's data directory. Paths below the root are derived
+// only from validated UUIDs, never from names a user typed.
+type Layout struct{ Root string }
+
+// APITokenFile holds the generated operator token (mode 0600).
+func (l Layout) APITokenFile() string { return filepath.Join(l.Root, "api-token") }
+
+// StoreFile is the SQLite store used by `jam dev`.
+func (l Layout) StoreFile() string { return filepath.Join(l.Root, "jam.db") }
+
+// TemporalFile is the embedded Temporal server's SQLite database used by `jam dev`.
+func (l Layout) TemporalFile() string { return filepath.Join(l.Root, "temporal.db") }
+
+// RuntimeHostRoot is the root of one runtime host's files.
+func (l Layout) RuntimeHostRoot(host uuid.UUID) string {
+	return filepath.Join(l.Root, "runtime-hosts", host.String())
+}
+
+// SessionWorkspace is one runtime session's managed workspace on its host.
+func (l Layout) SessionWorkspace(host, session uuid.UUID) string {
+	return filepath.Join(l.RuntimeHostRoot(host), "workspace-root", "sessions", session.String())
+}
+
+// ExportDir is one immutable workspace export, kept outside every runtime-host root.
+func (l Layout) ExportDir(export uuid.UUID) string {
+	return filepath.Join(l.Root, "workspace-exports", export.String())
+}
+
+// SandboxOwnersDir holds the host-side sandbox owner markers.
+func (l Layout) SandboxOwnersDir() string { return filepath.Join(l.Root, "cfg", "sandbox-owners") }

@@ -1,0 +1,60 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// Setting describes one operator setting: its key, what it means, its default and how a value
+// is validated. Settings are stored as JSON text under their key.
+type Setting struct {
+	Key         string
+	Description string
+	Default     json.RawMessage
+	validate    func(json.RawMessage) error
+}
+
+// Validate checks a candidate JSON value for this setting.
+func (s Setting) Validate(value json.RawMessage) error { return s.validate(value) }
+
+// SettingIdleSecs is the idle-reap threshold used when JAM_OWNED_RUNTIME_IDLE_SECS is unset.
+const SettingIdleSecs = "runtime.defaults.idle_secs"
+
+var settings = map[string]Setting{
+	SettingIdleSecs: {
+		Key:         SettingIdleSecs,
+		Description: "Seconds an owned runtime may sit idle before it is stopped (JAM_OWNED_RUNTIME_IDLE_SECS overrides it).",
+		Default:     json.RawMessage(`600`),
+		validate:    intRange(1, 7*24*3600),
+	},
+}
+
+// LookupSetting returns the setting registered under key.
+func LookupSetting(key string) (Setting, bool) {
+	s, ok := settings[key]
+	return s, ok
+}
+
+// Settings lists every registered setting ordered by key.
+func Settings() []Setting {
+	out := make([]Setting, 0, len(settings))
+	for _, s := range settings {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+func intRange(lo, hi int64) func(json.RawMessage) error {
+	return func(raw json.RawMessage) error {
+		var n int64
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return &ValidationError{Field: "value", Detail: "must be an integer"}
+		}
+		if n < lo || n > hi {
+			return &ValidationError{Field: "value", Detail: fmt.Sprintf("must be between %d and %d", lo, hi)}
+		}
+		return nil
+	}
+}

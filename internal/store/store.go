@@ -1,0 +1,210 @@
+// Package store keeps Jam's records in Postgres or SQLite through one sqlx implementation.
+// Every repository method is defined once on Q and runs unchanged on either dialect, inside
+// or outside a transaction.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq"  // postgres driver
+	_ "modernc.org/sqlite" // sqlite driver
+
+	"github.com/jam-dev/jam/schema"
+)
+
+// Store is an open database. Its embedded Q runs each call on its own; InTx groups calls.
+type Store struct {
+	*Q
+	db      *sqlx.DB
+	dialect schema.Dialect
+}
+
+// Q runs repository methods on the pool or on one transaction.
+type Q struct {
+	x     sqlx.ExtContext
+	store *Store
+	inTx  bool
+}
+
+// Target is a parsed database URL.
+type Target struct {
+	Dialect schema.Dialect
+	// DSN is what the driver opens (a Postgres URL, or a SQLite file DSN with Jam's pragmas).
+	DSN string
+	// Path is the SQLite file, empty for Postgres.
+	Path string
+}
+
+// ParseURL accepts postgres://… / postgresql://… and sqlite:PATH (also sqlite://PATH).
+func ParseURL(raw string) (Target, error) {
+	switch {
+	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
+		if _, err := url.Parse(raw); err != nil {
+			return Target{}, fmt.Errorf("database url: %w", err)
+		}
+		return Target{Dialect: schema.Postgres, DSN: raw}, nil
+	case strings.HasPrefix(raw, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(raw, "sqlite:"), "//")
+		if path == "" || strings.ContainsAny(path, "?#") {
+			return Target{}, errors.New("database url: sqlite:PATH needs a plain file path")
+		}
+		return Target{Dialect: schema.SQLite, DSN: sqliteDSN(path), Path: path}, nil
+	default:
+		return Target{}, errors.New("database url: want postgres://… or sqlite:PATH")
+	}
+}
+
+// sqliteDSN opens a file with foreign keys on, WAL, a busy timeout that absorbs short write
+// contention, IMMEDIATE transactions (a writer takes the lock at BEGIN, so two transactions
+// never deadlock upgrading read locks) and a sortable UTC time format.
+func sqliteDSN(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	q.Set("_time_format", "sqlite")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Open connects to the database named by a URL (see ParseURL) and checks it answers.
+func Open(ctx context.Context, rawURL string) (*Store, error) {
+	t, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return OpenTarget(ctx, t)
+}
+
+// OpenTarget connects to a parsed target.
+func OpenTarget(ctx context.Context, t Target) (*Store, error) {
+	driver := string(t.Dialect)
+	db, err := sqlx.Open(driver, t.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("open %s database: %w", t.Dialect, err)
+	}
+	if t.Dialect == schema.SQLite {
+		// One writer at a time is SQLite's model; a small pool keeps readers concurrent
+		// under WAL without piling up writers that would only wait on the lock.
+		db.SetMaxOpenConns(4)
+	} else {
+		db.SetMaxOpenConns(16)
+		db.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("connect to %s database: %w", t.Dialect, err)
+	}
+	s := &Store{db: db, dialect: t.Dialect}
+	s.Q = &Q{x: db, store: s}
+	return s, nil
+}
+
+// DB is the underlying pool, for migrations.
+func (s *Store) DB() *sql.DB { return s.db.DB }
+
+// Dialect says which database this is.
+func (s *Store) Dialect() schema.Dialect { return s.dialect }
+
+// Ping checks the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// Close closes the pool.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Migrate applies every pending migration of this store's dialect.
+func (s *Store) Migrate(ctx context.Context) error { return schema.Up(ctx, s.dialect, s.db.DB) }
+
+const maxTxAttempts = 8
+
+// InTx runs fn in one transaction and commits it. A serialization failure (Postgres) or a
+// busy database (SQLite) runs fn again from the start, so fn must not have side effects
+// outside the transaction. Any other error rolls back and is returned.
+func (s *Store) InTx(ctx context.Context, fn func(q *Q) error) error {
+	var err error
+	for attempt := 0; attempt < maxTxAttempts; attempt++ {
+		if attempt > 0 {
+			backoff := time.Duration(5<<attempt)*time.Millisecond + rand.N(5*time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(min(backoff, 500*time.Millisecond)):
+			}
+		}
+		err = s.tryTx(ctx, fn)
+		if err == nil || !retryable(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("transaction gave up after %d attempts: %w", maxTxAttempts, err)
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(q *Q) error) (err error) {
+	var opts *sql.TxOptions
+	if s.dialect == schema.Postgres {
+		opts = &sql.TxOptions{Isolation: sql.LevelSerializable}
+	}
+	tx, err := s.db.BeginTxx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(&Q{x: tx, store: s, inTx: true}); err != nil {
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", classify(err))
+	}
+	return nil
+}
+
+// atomic runs fn in the current transaction, or in a new one when q is not in a transaction.
+func (q *Q) atomic(ctx context.Context, fn func(q *Q) error) error {
+	if q.inTx {
+		return fn(q)
+	}
+	return q.store.InTx(ctx, fn)
+}
+
+func (q *Q) rebind(query string) string { return q.store.db.Rebind(query) }
+
+func (q *Q) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	res, err := q.x.ExecContext(ctx, q.rebind(query), args...)
+	return res, classify(err)
+}
+
+func (q *Q) get(ctx context.Context, dst any, query string, args ...any) error {
+	err := sqlx.GetContext(ctx, q.x, dst, q.rebind(query), args...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	return classify(err)
+}
+
+func (q *Q) selectAll(ctx context.Context, dst any, query string, args ...any) error {
+	return classify(sqlx.SelectContext(ctx, q.x, dst, q.rebind(query), args...))
+}
+
+// utc normalises times read back from either driver.
+func utc(t time.Time) time.Time { return t.UTC() }
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

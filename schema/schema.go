@@ -1,0 +1,158 @@
+// Package schema holds Jam's database migrations for Postgres and SQLite, embedded in the
+// binary, and runs them with golang-migrate.
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/database"
+	migratepg "github.com/golang-migrate/migrate/v4/database/postgres"
+	migratesqlite "github.com/golang-migrate/migrate/v4/database/sqlite"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+)
+
+// Dialect names a supported database.
+type Dialect string
+
+const (
+	Postgres Dialect = "postgres"
+	SQLite   Dialect = "sqlite"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Migrations returns the migration files of a dialect (NNNNNN_name.{up,down}.sql).
+func Migrations(d Dialect) (fs.FS, error) {
+	switch d {
+	case Postgres, SQLite:
+		return fs.Sub(migrations, "migrations/"+string(d))
+	default:
+		return nil, fmt.Errorf("unknown database dialect %q", d)
+	}
+}
+
+// Version is the state of a database's schema.
+type Version struct {
+	Version uint
+	Dirty   bool
+	// Latest is the newest migration embedded in this binary.
+	Latest uint
+}
+
+// Up applies every pending migration.
+func Up(ctx context.Context, d Dialect, db *sql.DB) error {
+	return run(ctx, d, db, func(m *migrate.Migrate) error {
+		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		return nil
+	})
+}
+
+// Down reverts the newest `steps` migrations (all of them when steps <= 0).
+func Down(ctx context.Context, d Dialect, db *sql.DB, steps int) error {
+	return run(ctx, d, db, func(m *migrate.Migrate) error {
+		var err error
+		if steps <= 0 {
+			err = m.Down()
+		} else {
+			err = m.Steps(-steps)
+		}
+		if err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("migrate down: %w", err)
+		}
+		return nil
+	})
+}
+
+// CurrentVersion reports the applied version; Version 0 means nothing is applied.
+func CurrentVersion(ctx context.Context, d Dialect, db *sql.DB) (Version, error) {
+	var out Version
+	latest, err := LatestVersion(d)
+	if err != nil {
+		return out, err
+	}
+	out.Latest = latest
+	err = run(ctx, d, db, func(m *migrate.Migrate) error {
+		v, dirty, err := m.Version()
+		if errors.Is(err, migrate.ErrNilVersion) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("migrate version: %w", err)
+		}
+		out.Version, out.Dirty = v, dirty
+		return nil
+	})
+	return out, err
+}
+
+// LatestVersion is the newest migration embedded for a dialect.
+func LatestVersion(d Dialect) (uint, error) {
+	sub, err := Migrations(d)
+	if err != nil {
+		return 0, err
+	}
+	src, err := iofs.New(sub, ".")
+	if err != nil {
+		return 0, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	defer src.Close()
+	v, err := src.First()
+	if err != nil {
+		return 0, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	for {
+		next, err := src.Next(v)
+		if errors.Is(err, fs.ErrNotExist) {
+			return v, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read embedded migrations: %w", err)
+		}
+		v = next
+	}
+}
+
+func run(ctx context.Context, d Dialect, db *sql.DB, fn func(*migrate.Migrate) error) error {
+	sub, err := Migrations(d)
+	if err != nil {
+		return err
+	}
+	src, err := iofs.New(sub, ".")
+	if err != nil {
+		return fmt.Errorf("read embedded migrations: %w", err)
+	}
+	defer src.Close()
+
+	// The drivers' Close would close the caller's *sql.DB, so the migrate instance is never
+	// closed here; Postgres gets a dedicated connection that is released instead.
+	var driver database.Driver
+	switch d {
+	case Postgres:
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate: connect: %w", err)
+		}
+		defer conn.Close()
+		if driver, err = migratepg.WithConnection(ctx, conn, &migratepg.Config{}); err != nil {
+			return fmt.Errorf("migrate: postgres driver: %w", err)
+		}
+	case SQLite:
+		if driver, err = migratesqlite.WithInstance(db, &migratesqlite.Config{}); err != nil {
+			return fmt.Errorf("migrate: sqlite driver: %w", err)
+		}
+	}
+	m, err := migrate.NewWithInstance("iofs", src, string(d), driver)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return fn(m)
+}
