@@ -34,6 +34,8 @@ const (
 	clusterName   = "active"
 	failoverBase  = 1
 	defaultNSName = "default"
+	// devClusterID is fixed so a persisted dev database always finds its own cluster.
+	devClusterID = "6a616d2d-6465-7600-0000-000000000001"
 )
 
 // Options configure an embedded server. Addresses are host:port; a port of 0 picks a free one.
@@ -58,6 +60,7 @@ type Server struct {
 	uiDone       chan error
 	frontendAddr string
 	uiAddr       string
+	logLevel     *slog.LevelVar
 	stopOnce     sync.Once
 }
 
@@ -96,9 +99,9 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	levelVar := &slog.LevelVar{}
-	levelVar.Set(opts.LogLevel)
-	logger := slogLogger{log: opts.Logger, level: levelVar}
+	s.logLevel = &slog.LevelVar{}
+	s.logLevel.Set(opts.LogLevel)
+	logger := slogLogger{log: opts.Logger, level: s.logLevel}
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {
 		return nil, fmt.Errorf("temporal authorizer: %w", err)
@@ -188,6 +191,11 @@ func (s *Server) startUI(addr string) error {
 func (s *Server) Stop() error {
 	var err error
 	s.stopOnce.Do(func() {
+		// The server's internal workers complain while their frontend goes away first;
+		// that is expected during a stop and only errors are worth showing.
+		if s.logLevel != nil && s.logLevel.Level() < slog.LevelError {
+			s.logLevel.Set(slog.LevelError)
+		}
 		if s.ui != nil {
 			s.ui.Stop()
 		}
@@ -225,7 +233,7 @@ func buildConfig(host string, frontendPort int, opts Options) (*config.Config, e
 				InitialFailoverVersion: failoverBase,
 				RPCAddress:             frontendAddr,
 				HTTPAddress:            net.JoinHostPort(host, strconv.Itoa(httpPort)),
-				ClusterID:              "jam-dev",
+				ClusterID:              devClusterID,
 			},
 		},
 	}

@@ -15,7 +15,7 @@ import (
 
 var fixtureTime = domain.Timestamp(time.Date(2026, 12, 2, 10, 0, 0, 123456000, time.UTC))
 
-func mustExec(t *testing.T, s *Store, query string, args ...any) {
+func mustExec(t testing.TB, s *Store, query string, args ...any) {
 	t.Helper()
 	if _, err := s.exec(context.Background(), query, args...); err != nil {
 		t.Fatalf("%s: %v", query, err)
@@ -26,7 +26,7 @@ type agentFixture struct {
 	agent, template uuid.UUID
 }
 
-func newAgent(t *testing.T, s *Store) agentFixture {
+func newAgent(t testing.TB, s *Store) agentFixture {
 	t.Helper()
 	f := agentFixture{agent: uuid.New(), template: uuid.New()}
 	mustExec(t, s, `INSERT INTO agents (id, name, kind, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`,
@@ -36,7 +36,7 @@ func newAgent(t *testing.T, s *Store) agentFixture {
 	return f
 }
 
-func newSession(t *testing.T, s *Store, a agentFixture) uuid.UUID {
+func newSession(t testing.TB, s *Store, a agentFixture) uuid.UUID {
 	t.Helper()
 	id := uuid.New()
 	mustExec(t, s, `INSERT INTO runtime_sessions (id, agent_id, template_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`,
@@ -52,7 +52,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	return err
 }
 
-func newHost(t *testing.T, s *Store, a agentFixture, placement domain.Placement) uuid.UUID {
+func newHost(t testing.TB, s *Store, a agentFixture, placement domain.Placement) uuid.UUID {
 	t.Helper()
 	id := uuid.New()
 	if err := insertHost(s, a, id, placement, domain.HostActive); err != nil {
@@ -65,7 +65,7 @@ type workspaceFixture struct {
 	workspace, host, session uuid.UUID
 }
 
-func newWorkspace(t *testing.T, s *Store) workspaceFixture {
+func newWorkspace(t testing.TB, s *Store) workspaceFixture {
 	t.Helper()
 	a := newAgent(t, s)
 	session := newSession(t, s, a)

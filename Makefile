@@ -1,0 +1,40 @@
+# Jam developer commands. `make dev` runs Jam; `make test` is the test command CI runs.
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
+
+.PHONY: dev build test check vet fmt-check workflowcheck ci bench
+
+## dev: run everything in one process (embedded Temporal + Web UI, API, worker, SQLite)
+dev:
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/jam dev
+
+## build: build bin/jam
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/jam ./cmd/jam
+
+## test: every test; Postgres tests run when JAM_TEST_DATABASE_URL is set (required with JAM_REQUIRE_POSTGRES=1)
+test:
+	$(GO) test -count=1 -timeout 20m ./...
+
+## check: vet, formatting and the workflow determinism check
+check: vet fmt-check workflowcheck
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## workflowcheck: static determinism check of workflows/ (Temporal's workflowcheck)
+workflowcheck:
+	$(GO) run $(WORKFLOWCHECK) ./workflows/...
+
+## ci: what CI runs (.ci/run): services, checks and tests with Postgres required
+ci:
+	./.ci/run
+
+## bench: store benchmarks on SQLite and (when JAM_TEST_DATABASE_URL is set) Postgres; not gated by CI
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/store/

@@ -1,0 +1,107 @@
+// Package client is a small Go client for Jam's REST API, used by the jam CLI and the
+// cross-process tests.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jam-dev/jam/api"
+)
+
+// Client calls one Jam API with one bearer token.
+type Client struct {
+	BaseURL string
+	Token   string
+	HTTP    *http.Client
+}
+
+// New returns a client for baseURL (e.g. http://127.0.0.1:7780).
+func New(baseURL, token string) *Client {
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), Token: token, HTTP: &http.Client{Timeout: 60 * time.Second}}
+}
+
+// Error is an API error response.
+type Error struct {
+	Status int
+	Body   api.ErrorBody
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%d %s)", e.Body.Message, e.Status, e.Body.Code)
+	for _, v := range e.Body.Validations {
+		fmt.Fprintf(&b, "\n  %s: %s", v.Field, v.Detail)
+	}
+	if e.Body.RequestID != "" && e.Status >= 500 {
+		fmt.Fprintf(&b, "\n  request id: %s", e.Body.RequestID)
+	}
+	return b.String()
+}
+
+// Do sends in (when not nil) as JSON and decodes a 2xx response into out (when not nil).
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	raw, err := c.DoRaw(ctx, method, path, in)
+	if err != nil {
+		return err
+	}
+	if out == nil || len(raw) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s %s: decode response: %w", method, path, err)
+	}
+	return nil
+}
+
+// DoRaw is Do returning the raw body of a 2xx response.
+func (c *Client) DoRaw(ctx context.Context, method, path string, in any) ([]byte, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: encode request: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the Jam API at %s (is `jam dev` running?): %w", c.BaseURL, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read response: %w", method, path, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return raw, nil
+	}
+	apiErr := &Error{Status: resp.StatusCode}
+	if json.Unmarshal(raw, &apiErr.Body) != nil || apiErr.Body.Code == "" {
+		apiErr.Body = api.ErrorBody{Code: "http_" + fmt.Sprint(resp.StatusCode), Message: http.StatusText(resp.StatusCode)}
+	}
+	return nil, apiErr
+}
+
+// IsStatus reports whether err is an API error with the given status.
+func IsStatus(err error, status int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == status
+}

@@ -1,0 +1,71 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.temporal.io/sdk/client"
+)
+
+// readinessTimeout bounds each dependency check of /readyz.
+const readinessTimeout = 2 * time.Second
+
+// HealthBody answers /healthz and /readyz.
+type HealthBody struct {
+	Status  string            `json:"status"`
+	Version string            `json:"version,omitempty"`
+	Checks  map[string]string `json:"checks,omitempty"`
+	// Code and Message are set when not ready, matching the error shape.
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+func (s *Server) healthz(c *gin.Context) error {
+	c.JSON(http.StatusOK, HealthBody{Status: "ok", Version: s.cfg.Version})
+	return nil
+}
+
+// readyz reports ready only when the store and Temporal both answer.
+func (s *Server) readyz(c *gin.Context) error {
+	checks := map[string]func(context.Context) error{
+		"store": s.cfg.Store.Ping,
+		"temporal": func(ctx context.Context) error {
+			_, err := s.cfg.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
+			return err
+		},
+	}
+	results := make(map[string]string, len(checks))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, check := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(c.Request.Context(), readinessTimeout)
+			defer cancel()
+			status := "ok"
+			if err := check(ctx); err != nil {
+				status = "unreachable"
+				s.log.Warn("readiness check failed", "check", name, "request_id", requestID(c), "error", err)
+			}
+			mu.Lock()
+			results[name] = status
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, name := range []string{"store", "temporal"} {
+		if results[name] != "ok" {
+			c.JSON(http.StatusServiceUnavailable, HealthBody{
+				Status: "not_ready", Version: s.cfg.Version, Checks: results,
+				Code: CodeNotReady, Message: name + " is unreachable",
+			})
+			return nil
+		}
+	}
+	c.JSON(http.StatusOK, HealthBody{Status: "ready", Version: s.cfg.Version, Checks: results})
+	return nil
+}

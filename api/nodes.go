@@ -1,0 +1,124 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/workflows"
+)
+
+// NodeBody is a node with the age of its last heartbeat.
+type NodeBody struct {
+	Name                string    `json:"name"`
+	Hostname            string    `json:"hostname"`
+	PID                 int       `json:"pid"`
+	Version             string    `json:"version"`
+	DataDir             string    `json:"data_dir"`
+	TaskQueue           string    `json:"task_queue"`
+	StartedAt           time.Time `json:"started_at"`
+	HeartbeatAt         time.Time `json:"heartbeat_at"`
+	HeartbeatAgeSeconds float64   `json:"heartbeat_age_seconds"`
+	// Stale is true once three heartbeats in a row were missed.
+	Stale bool `json:"stale"`
+}
+
+// NodeList is the body of GET /v1/nodes.
+type NodeList struct {
+	Items []NodeBody `json:"items"`
+}
+
+// NodeProbeBody is the body of POST /v1/nodes/{name}/probe.
+type NodeProbeBody struct {
+	Report     activities.NodeReport `json:"report"`
+	WorkflowID string                `json:"workflow_id"`
+	RunID      string                `json:"run_id"`
+}
+
+func nodeBody(n domain.Node, now time.Time) NodeBody {
+	age := now.Sub(n.HeartbeatAt)
+	return NodeBody{
+		Name: n.Name, Hostname: n.Hostname, PID: n.PID, Version: n.Version, DataDir: n.DataDir,
+		TaskQueue: workflows.NodeTaskQueue(n.Name), StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt,
+		HeartbeatAgeSeconds: max(0, age.Round(time.Millisecond).Seconds()), Stale: age > domain.NodeStaleAfter,
+	}
+}
+
+func (s *Server) listNodes(c *gin.Context) error {
+	nodes, err := s.cfg.Store.ListNodes(c)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	out := NodeList{Items: make([]NodeBody, len(nodes))}
+	for i, n := range nodes {
+		out.Items[i] = nodeBody(n, now)
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) nodeParam(c *gin.Context) (domain.Node, error) {
+	name := c.Param("name")
+	if err := domain.ValidateNodeName(name); err != nil {
+		return domain.Node{}, err
+	}
+	n, err := s.cfg.Store.GetNode(c, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return domain.Node{}, notFound("node", err)
+	}
+	return n, err
+}
+
+func (s *Server) getNode(c *gin.Context) error {
+	n, err := s.nodeParam(c)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, nodeBody(n, time.Now()))
+	return nil
+}
+
+// probeNode runs the NodeProbe workflow and waits for the node's own worker to answer. It
+// is bounded by NodeProbeTimeout, so it never holds the request for long.
+func (s *Server) probeNode(c *gin.Context) error {
+	n, err := s.nodeParam(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c, workflows.NodeProbeTimeout+5*time.Second)
+	defer cancel()
+	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.NodeProbeID(n.Name),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowExecutionTimeout: 2 * workflows.NodeProbeTimeout,
+	}, workflows.NodeProbe, workflows.NodeProbeInput{Node: n.Name})
+	if err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
+	}
+	var report activities.NodeReport
+	if err := run.Get(ctx, &report); err != nil {
+		// A node whose worker is gone times the activity out; with no worker on the shared
+		// queue either, the workflow never runs and our own deadline ends the wait.
+		var timeout *temporal.TimeoutError
+		if errors.As(err, &timeout) || ctx.Err() != nil {
+			return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout,
+				Message: fmt.Sprintf("node %s did not answer within %s", n.Name, workflows.NodeProbeTimeout), Cause: err}
+		}
+		return err
+	}
+	c.JSON(http.StatusOK, NodeProbeBody{Report: report, WorkflowID: run.GetID(), RunID: run.GetRunID()})
+	return nil
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jam-dev/jam/api/client"
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// clientFlags are the flags of every API client command.
+type clientFlags struct {
+	url, token, home string
+	json             bool
+}
+
+func addClientFlags(cmd *cobra.Command) *clientFlags {
+	f := &clientFlags{}
+	fs := cmd.PersistentFlags()
+	fs.StringVar(&f.url, "url", "http://"+defaultListen, "Jam API base URL")
+	bindEnv(fs, "url", "JAM_URL")
+	fs.StringVar(&f.token, "token", "", "operator token (default: the token file in the data directory)")
+	bindEnv(fs, "token", "JAM_TOKEN")
+	addHomeFlag(fs, &f.home)
+	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
+	return f
+}
+
+func (f *clientFlags) client() (*client.Client, error) {
+	token := f.token
+	if token == "" {
+		file := domain.Layout{Root: f.home}.APITokenFile()
+		b, err := os.ReadFile(file)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no operator token: set JAM_TOKEN (or --token), or start `jam dev` to create %s", file)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read operator token: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	return client.New(f.url, token), nil
+}
+
+// printJSON pretty-prints a raw API response.
+func printJSON(w io.Writer, raw []byte) error {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return fmt.Errorf("decode response: %w", err)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func table(w io.Writer, header string, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+func ago(seconds float64) string {
+	return (time.Duration(seconds * float64(time.Second))).Round(time.Second).String() + " ago"
+}

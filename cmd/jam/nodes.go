@@ -1,0 +1,91 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jam-dev/jam/api"
+)
+
+func newNodeCmd(_ *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "node", Short: "Nodes: the machines that run workers"}
+	cf := addClientFlags(cmd)
+
+	list := &cobra.Command{
+		Use: "list", Short: "List nodes with the age of their last heartbeat", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			raw, err := c.DoRaw(cmd.Context(), http.MethodGet, "/v1/nodes", nil)
+			if err != nil {
+				return err
+			}
+			if cf.json {
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			var out api.NodeList
+			if err := json.Unmarshal(raw, &out); err != nil {
+				return err
+			}
+			rows := make([][]string, len(out.Items))
+			for i, n := range out.Items {
+				state := "live"
+				if n.Stale {
+					state = "stale"
+				}
+				rows[i] = []string{n.Name, state, ago(n.HeartbeatAgeSeconds), n.Hostname, strconv.Itoa(n.PID), n.Version, n.TaskQueue}
+			}
+			return table(cmd.OutOrStdout(), "NAME\tSTATE\tHEARTBEAT\tHOSTNAME\tPID\tVERSION\tTASK QUEUE", rows)
+		},
+	}
+	show := &cobra.Command{
+		Use: "show NAME", Short: "Show one node", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			raw, err := c.DoRaw(cmd.Context(), http.MethodGet, "/v1/nodes/"+url.PathEscape(args[0]), nil)
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd.OutOrStdout(), raw)
+		},
+	}
+	probe := &cobra.Command{
+		Use:   "probe NAME",
+		Short: "Ask the node's own worker, through its task queue, to describe its machine",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			raw, err := c.DoRaw(cmd.Context(), http.MethodPost, "/v1/nodes/"+url.PathEscape(args[0])+"/probe", nil)
+			if err != nil {
+				return err
+			}
+			if cf.json {
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			var out api.NodeProbeBody
+			if err := json.Unmarshal(raw, &out); err != nil {
+				return err
+			}
+			r := out.Report
+			fmt.Fprintf(cmd.OutOrStdout(), "node %s answered: pid %d on %s (%s/%s, %s), jam %s\ndata directory %s, %.1f GiB free\nworkflow %s run %s\n",
+				r.Node, r.PID, r.Hostname, r.OS, r.Arch, r.GoVersion, r.Version, r.DataDir,
+				float64(r.DataDirFreeBytes)/(1<<30), out.WorkflowID, out.RunID)
+			return nil
+		},
+	}
+	cmd.AddCommand(list, show, probe)
+	return cmd
+}

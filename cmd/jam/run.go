@@ -1,0 +1,130 @@
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/jam-dev/jam/internal/app"
+)
+
+// Default addresses (ARCHITECTURE.md §2).
+const (
+	defaultListen           = "127.0.0.1:7780"
+	defaultTemporalAddress  = "127.0.0.1:7233"
+	defaultTemporalListen   = "127.0.0.1:7233"
+	defaultUIListen         = "127.0.0.1:8233"
+	defaultTemporalNS       = "default"
+	defaultTemporalLogLevel = "warn"
+)
+
+func addDatabaseFlag(fs *pflag.FlagSet, v *string, usage string) {
+	fs.StringVar(v, "database-url", "", usage)
+	bindEnv(fs, "database-url", "JAM_DATABASE_URL")
+}
+
+func addNamespaceFlag(fs *pflag.FlagSet, v *string) {
+	fs.StringVar(v, "temporal-namespace", defaultTemporalNS, "Temporal namespace")
+	bindEnv(fs, "temporal-namespace", "JAM_TEMPORAL_NAMESPACE")
+}
+
+func addNodeFlag(fs *pflag.FlagSet, v *string) {
+	fs.StringVar(v, "node", defaultNode(), "this machine's node name (task queue jam.node.<node>)")
+	bindEnv(fs, "node", "JAM_NODE")
+}
+
+func newDevCmd(g *globals) *cobra.Command {
+	var o app.Options
+	var temporalLogLevel string
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run everything in one process: embedded Temporal + Web UI, API, worker, SQLite store",
+		Long: `Run Jam in one process with no Docker and no Postgres: an embedded Temporal server
+persisted in a SQLite file in the data directory (so workflows survive a restart), the
+Temporal Web UI, the Jam API, a worker for this node, and the Jam store on SQLite.
+
+Addresses ending in :0 pick a free port; the chosen addresses are printed at start.
+Ctrl-C stops the API, then the worker (running activities get 30 s), then Temporal.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			level, err := parseLevel(temporalLogLevel)
+			if err != nil {
+				return err
+			}
+			o.TemporalLogLevel = level
+			o.APIToken = os.Getenv("JAM_API_TOKEN")
+			o.Version, o.Logger, o.Out = version, g.logger, cmd.OutOrStdout()
+			return app.RunDev(cmd.Context(), o)
+		},
+	}
+	fs := cmd.Flags()
+	addHomeFlag(fs, &o.Home)
+	fs.StringVar(&o.Listen, "listen", defaultListen, "Jam API address")
+	bindEnv(fs, "listen", "JAM_LISTEN")
+	addDatabaseFlag(fs, &o.DatabaseURL, "store URL (default: SQLite $JAM_HOME/jam.db)")
+	fs.StringVar(&o.TemporalListen, "temporal-listen", defaultTemporalListen, "embedded Temporal frontend address")
+	bindEnv(fs, "temporal-listen", "JAM_DEV_TEMPORAL_LISTEN")
+	fs.StringVar(&o.UIListen, "ui-listen", defaultUIListen, "Temporal Web UI address (empty disables the UI)")
+	bindEnv(fs, "ui-listen", "JAM_DEV_UI_LISTEN")
+	addNamespaceFlag(fs, &o.Namespace)
+	addNodeFlag(fs, &o.Node)
+	fs.BoolVar(&o.Ephemeral, "ephemeral", false, "keep Temporal in memory and the store in a temporary file")
+	bindEnv(fs, "ephemeral", "JAM_DEV_EPHEMERAL")
+	fs.StringVar(&temporalLogLevel, "temporal-log-level", defaultTemporalLogLevel, "log level of the embedded Temporal server")
+	bindEnv(fs, "temporal-log-level", "JAM_DEV_TEMPORAL_LOG_LEVEL")
+	return cmd
+}
+
+func addTemporalAddressFlag(fs *pflag.FlagSet, v *string) {
+	fs.StringVar(v, "temporal-address", defaultTemporalAddress, "Temporal frontend address")
+	bindEnv(fs, "temporal-address", "JAM_TEMPORAL_ADDRESS")
+}
+
+func newServerCmd(g *globals) *cobra.Command {
+	var o app.Options
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Serve the Jam API against Postgres and an external Temporal",
+		Long: `Serve the REST control API. Needs a migrated Postgres (JAM_DATABASE_URL, see
+` + "`jam migrate up`" + `) and a Temporal cluster. The operator token is JAM_API_TOKEN, else the
+token file in the data directory (generated on first start, mode 0600).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.APIToken = os.Getenv("JAM_API_TOKEN")
+			o.Version, o.Logger, o.Out = version, g.logger, cmd.OutOrStdout()
+			return app.RunServer(cmd.Context(), o)
+		},
+	}
+	fs := cmd.Flags()
+	addHomeFlag(fs, &o.Home)
+	fs.StringVar(&o.Listen, "listen", defaultListen, "Jam API address")
+	bindEnv(fs, "listen", "JAM_LISTEN")
+	addDatabaseFlag(fs, &o.DatabaseURL, "Postgres URL (required)")
+	addTemporalAddressFlag(fs, &o.TemporalAddress)
+	addNamespaceFlag(fs, &o.Namespace)
+	return cmd
+}
+
+func newWorkerCmd(g *globals) *cobra.Command {
+	var o app.Options
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run the Temporal workers of one node (machine)",
+		Long: `Run the workers of one node: the shared task queue ` + "`jam`" + ` and the node's own
+` + "`jam.node.<node>`" + `. The node registers in the store and heartbeats every 10 s. Run one per
+machine that runs agents; a restarted worker with the same node name serves the same queue.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Version, o.Logger, o.Out = version, g.logger, cmd.OutOrStdout()
+			return app.RunWorker(cmd.Context(), o)
+		},
+	}
+	fs := cmd.Flags()
+	addHomeFlag(fs, &o.Home)
+	addNodeFlag(fs, &o.Node)
+	addDatabaseFlag(fs, &o.DatabaseURL, "Postgres URL (required)")
+	addTemporalAddressFlag(fs, &o.TemporalAddress)
+	addNamespaceFlag(fs, &o.Namespace)
+	return cmd
+}

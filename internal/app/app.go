@@ -1,0 +1,170 @@
+// Package app composes Jam's processes: `jam dev` (everything in one process), `jam server`
+// (the API) and `jam worker` (one node's workers). cmd/jam only parses flags and calls here.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/schema"
+	"github.com/jam-dev/jam/workers"
+)
+
+// Options configure every process; each command reads the fields it needs.
+type Options struct {
+	Home        string // data directory
+	Listen      string // API address
+	DatabaseURL string
+	// TemporalAddress and Namespace locate an external Temporal (server, worker).
+	TemporalAddress string
+	Namespace       string
+	// TemporalListen and UIListen are where `jam dev` serves its embedded Temporal and Web UI.
+	TemporalListen string
+	UIListen       string
+	// TemporalLogLevel filters the embedded Temporal server's own logs.
+	TemporalLogLevel slog.Level
+	Node             string
+	Ephemeral        bool
+	// APIToken is JAM_API_TOKEN; when empty the token file under Home is used.
+	APIToken string
+	Version  string
+	Logger   *slog.Logger
+	// Out receives the human-facing banner.
+	Out io.Writer
+}
+
+// apiShutdownTimeout bounds how long in-flight requests may finish at shutdown.
+const apiShutdownTimeout = 10 * time.Second
+
+func (o Options) layout() domain.Layout { return domain.Layout{Root: o.Home} }
+
+func (o Options) prepareHome() error {
+	if o.Home == "" {
+		return errors.New("no data directory: set JAM_HOME or --home")
+	}
+	if err := os.MkdirAll(o.Home, 0o700); err != nil {
+		return fmt.Errorf("create data directory %s: %w", o.Home, err)
+	}
+	return nil
+}
+
+// openProductionStore opens Postgres and refuses a schema that is not at this binary's version.
+func openProductionStore(ctx context.Context, rawURL string) (*store.Store, error) {
+	if rawURL == "" {
+		return nil, errors.New("JAM_DATABASE_URL (--database-url) is required: postgres://…")
+	}
+	t, err := store.ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if t.Dialect != schema.Postgres {
+		return nil, errors.New("jam server and jam worker need a Postgres JAM_DATABASE_URL (postgres://…); SQLite is for jam dev")
+	}
+	st, err := store.OpenTarget(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	v, err := schema.CurrentVersion(ctx, st.Dialect(), st.DB())
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if v.Dirty || v.Version != v.Latest {
+		st.Close()
+		return nil, fmt.Errorf("database schema is at version %d (dirty=%v) but this binary needs %d: run `jam migrate up`", v.Version, v.Dirty, v.Latest)
+	}
+	return st, nil
+}
+
+func clientOptions(address, namespace string, logger *slog.Logger) client.Options {
+	return client.Options{
+		HostPort:  address,
+		Namespace: namespace,
+		Logger:    sdklog.NewStructuredLogger(logger.With("component", "temporal-client")),
+	}
+}
+
+// dialTemporal connects, retrying with backoff until Temporal answers or ctx ends, so a
+// worker can start before the cluster it serves.
+func dialTemporal(ctx context.Context, address, namespace string, logger *slog.Logger) (client.Client, error) {
+	delay := 500 * time.Millisecond
+	for {
+		c, err := client.DialContext(ctx, clientOptions(address, namespace, logger))
+		if err == nil {
+			return c, nil
+		}
+		logger.Warn("temporal not reachable yet; retrying", "address", address, "namespace", namespace, "retry_in", delay, "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to temporal at %s: %w", address, err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+}
+
+// apiServer is a listening HTTP server for the API.
+type apiServer struct {
+	http     *http.Server
+	listener net.Listener
+	done     chan error
+}
+
+func startAPI(cfg api.Config, listen string) (*apiServer, error) {
+	srv, err := api.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen for the API on %s: %w", listen, err)
+	}
+	a := &apiServer{
+		http: &http.Server{
+			Handler:           srv.Handler(),
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		},
+		listener: ln,
+		done:     make(chan error, 1),
+	}
+	go func() {
+		err := a.http.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		a.done <- err
+	}()
+	return a, nil
+}
+
+// URL is the API's base URL.
+func (a *apiServer) URL() string { return "http://" + a.listener.Addr().String() }
+
+// shutdown stops accepting requests and lets in-flight ones finish within the bound.
+func (a *apiServer) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), apiShutdownTimeout)
+	defer cancel()
+	return a.http.Shutdown(ctx)
+}
+
+// startWorkers starts a node's workers; it shares the node default (the host name) with every command.
+func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Store) (*workers.Workers, error) {
+	return workers.Start(ctx, workers.Config{
+		Client: c, Store: st, Node: o.Node, DataDir: o.Home, Version: o.Version,
+		Logger: o.Logger.With("component", "worker"),
+	})
+}

@@ -1,0 +1,128 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/devserver"
+	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/workflows"
+)
+
+// RunDev runs everything in one process until ctx ends: an embedded Temporal server (SQLite
+// file in the data directory, or memory with Ephemeral) with its Web UI, the store on SQLite,
+// a worker for this node and the API. Shutdown goes API, worker (running activities get
+// workers.DefaultStopTimeout to finish), Temporal, store.
+func RunDev(ctx context.Context, o Options) (err error) {
+	if err := o.prepareHome(); err != nil {
+		return err
+	}
+	log := o.Logger
+	token, err := OperatorToken(o.APIToken, o.layout().APITokenFile())
+	if err != nil {
+		return err
+	}
+
+	dbURL := o.DatabaseURL
+	temporalFile := o.layout().TemporalFile()
+	if o.Ephemeral {
+		tmp, err := os.MkdirTemp("", "jam-dev-")
+		if err != nil {
+			return fmt.Errorf("ephemeral store directory: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		temporalFile = ""
+		if dbURL == "" {
+			dbURL = "sqlite:" + filepath.Join(tmp, "jam.db")
+		}
+	}
+	if dbURL == "" {
+		dbURL = "sqlite:" + o.layout().StoreFile()
+	}
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+
+	ts, err := devserver.Start(devserver.Options{
+		FrontendAddress: o.TemporalListen,
+		UIAddress:       o.UIListen,
+		DatabaseFile:    temporalFile,
+		Namespaces:      []string{o.Namespace},
+		Logger:          log.With("component", "temporal-server"),
+		LogLevel:        o.TemporalLogLevel,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if stopErr := ts.Stop(); stopErr != nil {
+			log.Warn("temporal server stop", "error", stopErr)
+		}
+	}()
+
+	tc, err := dialTemporal(ctx, ts.FrontendAddress(), o.Namespace, log)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+
+	wk, err := startWorkers(ctx, o, tc, st)
+	if err != nil {
+		return err
+	}
+	defer wk.Stop()
+
+	srv, err := startAPI(api.Config{
+		Store: st, Temporal: tc, Token: token.Value, Version: o.Version,
+		TemporalUIURL: ts.UIURL(), Namespace: o.Namespace, Logger: log.With("component", "api"),
+	}, o.Listen)
+	if err != nil {
+		return err
+	}
+
+	tokenWhere := token.File
+	if tokenWhere == "" {
+		tokenWhere = "from JAM_API_TOKEN"
+	}
+	ui := ts.UIURL()
+	if ui == "" {
+		ui = "(disabled)"
+	}
+	storeDesc := dbURL
+	if o.Ephemeral {
+		storeDesc += " (ephemeral)"
+	}
+	fmt.Fprintf(o.Out, `Jam dev is running.
+  Jam API:          %s
+  Temporal:         %s (namespace %s)
+  Temporal Web UI:  %s
+  Operator token:   %s
+  Data directory:   %s
+  Store:            %s
+  Node:             %s (task queue %s)
+Press Ctrl-C to stop.
+`, srv.URL(), ts.FrontendAddress(), o.Namespace, ui, tokenWhere, o.Home, storeDesc, o.Node, workflows.NodeTaskQueue(o.Node))
+
+	select {
+	case <-ctx.Done():
+	case err := <-srv.done:
+		if err != nil {
+			return fmt.Errorf("api server: %w", err)
+		}
+	}
+	log.Info("shutting down: api, worker, temporal, store")
+	if err := srv.shutdown(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("api shutdown", "error", err)
+	}
+	wk.Stop()
+	return nil
+}

@@ -1,0 +1,76 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/jam-dev/jam/api"
+)
+
+// RunServer serves the API against Postgres and an external Temporal until ctx ends. It
+// starts even while Temporal is down (the client connects lazily) and /readyz says so.
+func RunServer(ctx context.Context, o Options) error {
+	if err := o.prepareHome(); err != nil {
+		return err
+	}
+	token, err := OperatorToken(o.APIToken, o.layout().APITokenFile())
+	if err != nil {
+		return err
+	}
+	st, err := openProductionStore(ctx, o.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	tc, err := client.NewLazyClient(clientOptions(o.TemporalAddress, o.Namespace, o.Logger))
+	if err != nil {
+		return fmt.Errorf("temporal client for %s: %w", o.TemporalAddress, err)
+	}
+	defer tc.Close()
+	srv, err := startAPI(api.Config{
+		Store: st, Temporal: tc, Token: token.Value, Version: o.Version, Namespace: o.Namespace,
+		Logger: o.Logger.With("component", "api"),
+	}, o.Listen)
+	if err != nil {
+		return err
+	}
+	o.Logger.Info("jam server listening", "url", srv.URL(), "temporal", o.TemporalAddress, "namespace", o.Namespace)
+	select {
+	case <-ctx.Done():
+	case err := <-srv.done:
+		return fmt.Errorf("api server: %w", err)
+	}
+	if err := srv.shutdown(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		o.Logger.Warn("api shutdown", "error", err)
+	}
+	return nil
+}
+
+// RunWorker runs one node's workers against Postgres and an external Temporal until ctx
+// ends, then lets running activities finish within workers.DefaultStopTimeout.
+func RunWorker(ctx context.Context, o Options) error {
+	if err := o.prepareHome(); err != nil {
+		return err
+	}
+	st, err := openProductionStore(ctx, o.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	tc, err := dialTemporal(ctx, o.TemporalAddress, o.Namespace, o.Logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	wk, err := startWorkers(ctx, o, tc, st)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	o.Logger.Info("stopping workers", "node", o.Node)
+	wk.Stop()
+	return nil
+}

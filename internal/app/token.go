@@ -1,0 +1,75 @@
+package app
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Token is the operator token and where it came from.
+type Token struct {
+	Value string
+	// File is where it is stored, or "" when it came from the environment.
+	File string
+}
+
+// OperatorToken returns the token from the environment value when set, else from the token
+// file, which is created (mode 0600, directory 0700) with a fresh random token on first use.
+func OperatorToken(envValue, file string) (Token, error) {
+	if envValue != "" {
+		return Token{Value: envValue}, nil
+	}
+	if b, err := os.ReadFile(file); err == nil {
+		if err := checkPrivate(file); err != nil {
+			return Token{}, err
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return Token{}, fmt.Errorf("operator token file %s is empty; delete it to generate a new token", file)
+		}
+		return Token{Value: v, File: file}, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return Token{}, fmt.Errorf("read operator token %s: %w", file, err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return Token{}, fmt.Errorf("generate operator token: %w", err)
+	}
+	v := "jam_" + base64.RawURLEncoding.EncodeToString(raw)
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return Token{}, fmt.Errorf("create %s: %w", filepath.Dir(file), err)
+	}
+	// O_EXCL: two processes starting at once cannot both write a token.
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return OperatorToken("", file)
+	}
+	if err != nil {
+		return Token{}, fmt.Errorf("write operator token %s: %w", file, err)
+	}
+	if _, err := f.WriteString(v + "\n"); err != nil {
+		f.Close()
+		return Token{}, fmt.Errorf("write operator token %s: %w", file, err)
+	}
+	if err := f.Close(); err != nil {
+		return Token{}, fmt.Errorf("write operator token %s: %w", file, err)
+	}
+	return Token{Value: v, File: file}, nil
+}
+
+// checkPrivate refuses a token file that others can read: the token is full authority.
+func checkPrivate(file string) error {
+	st, err := os.Stat(file)
+	if err != nil {
+		return fmt.Errorf("operator token %s: %w", file, err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("operator token %s is readable by others (mode %04o); run: chmod 600 %s", file, st.Mode().Perm(), file)
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package domain
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+func TestEnumsDecodeOnlyTheirWireNames(t *testing.T) {
+	var body struct {
+		Transport Transport `json:"transport"`
+		Placement Placement `json:"placement"`
+	}
+	if err := json.Unmarshal([]byte(`{"transport":"codex-app-server","placement":"shared_agent_host"}`), &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Transport != TransportCodexAppServer || body.Placement != PlacementShared {
+		t.Fatalf("decoded %+v", body)
+	}
+	err := json.Unmarshal([]byte(`{"transport":"Codex"}`), &body)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "transport" || !strings.Contains(ve.Detail, "codex-app-server") {
+		t.Fatalf("unknown transport: %v", err)
+	}
+}
+
+func TestEveryEnumTableListsDistinctValues(t *testing.T) {
+	tables := map[string][]string{
+		"transport": Transports.Strings(), "placement": Placements.Strings(), "kind": AgentKinds.Strings(),
+		"configuration_source": ConfigurationSources.Strings(), "workspace_source": WorkspaceSources.Strings(),
+		"network_profile": NetworkProfiles.Strings(), "host_state": RuntimeHostStates.Strings(),
+		"membership": MembershipStates.Strings(), "workspace_state": WorkspaceStates.Strings(),
+		"op_kind": WorkspaceOpKinds.Strings(), "op_state": WorkspaceOpStates.Strings(),
+		"cleanup_stage": CleanupStages.Strings(), "checkpoint_reason": CheckpointReasons.Strings(),
+		"resume": ResumeOutcomes.Strings(), "pending": PendingChangeStatuses.Strings(), "run_intent": RunIntents.Strings(),
+	}
+	for name, values := range tables {
+		seen := map[string]bool{}
+		for _, v := range values {
+			if v == "" || seen[v] {
+				t.Errorf("%s: empty or duplicate value %q", name, v)
+			}
+			seen[v] = true
+		}
+	}
+}
+
+func TestParseIDAcceptsOnlyCanonicalUUIDs(t *testing.T) {
+	id := uuid.New()
+	if got, err := ParseID("id", id.String()); err != nil || got != id {
+		t.Fatalf("canonical: %v %v", got, err)
+	}
+	for _, bad := range []string{"", "nope", strings.ToUpper(id.String()), "{" + id.String() + "}",
+		"urn:uuid:" + id.String(), uuid.Nil.String(), "../" + id.String()} {
+		if _, err := ParseID("id", bad); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+func TestTerminalWorkspaceOperationsNeedFinishTime(t *testing.T) {
+	op := WorkspaceOperation{ID: uuid.New(), WorkspaceID: uuid.New(), Kind: WorkspaceOpExport, State: OpSucceeded, StartedAt: Timestamp(nowForTest)}
+	if _, err := CheckWorkspaceOperation(nil, op); err == nil {
+		t.Fatal("a new operation may not start terminal, nor without finished_at")
+	}
+	op.State = OpRunning
+	end := op.StartedAt
+	op.FinishedAt = &end
+	var vs Validations
+	if _, err := CheckWorkspaceOperation(nil, op); !errors.As(err, &vs) || vs[0].Field != "finished_at" {
+		t.Fatalf("running with finished_at: %v", err)
+	}
+}
+
+func TestSettingsRegistryValidatesValues(t *testing.T) {
+	s, ok := LookupSetting(SettingIdleSecs)
+	if !ok {
+		t.Fatal("idle setting not registered")
+	}
+	if err := s.Validate(s.Default); err != nil {
+		t.Fatalf("default %s invalid: %v", s.Default, err)
+	}
+	for _, bad := range []string{`0`, `-5`, `604801`, `"600"`, `600.5`, `null`} {
+		if err := s.Validate(json.RawMessage(bad)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
+var nowForTest = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)

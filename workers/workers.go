@@ -1,0 +1,137 @@
+// Package workers builds and runs the Temporal workers of one node: the shared `jam` queue
+// (workflows and machine-independent activities) and the node's own `jam.node.<node>` queue
+// (activities that touch this machine). It also keeps the node's row in the store alive.
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/workflows"
+)
+
+// DefaultStopTimeout is how long a stopping worker lets running activities finish.
+const DefaultStopTimeout = 30 * time.Second
+
+// Config is what a node's workers need.
+type Config struct {
+	Client  client.Client
+	Store   *store.Store
+	Node    string
+	DataDir string
+	Version string
+	Logger  *slog.Logger
+	// StopTimeout bounds how long Stop waits for running activities (DefaultStopTimeout).
+	StopTimeout time.Duration
+	// HeartbeatInterval is how often the node row is refreshed (domain.NodeHeartbeatInterval).
+	HeartbeatInterval time.Duration
+}
+
+// Workers are a node's running workers and its heartbeat.
+type Workers struct {
+	shared, node worker.Worker
+	stopBeat     context.CancelFunc
+	beatDone     chan struct{}
+	stopOnce     sync.Once
+}
+
+// Start registers the node, starts its heartbeat and starts both workers.
+func Start(ctx context.Context, cfg Config) (*Workers, error) {
+	if err := domain.ValidateNodeName(cfg.Node); err != nil {
+		return nil, err
+	}
+	if cfg.Client == nil || cfg.Store == nil || cfg.Logger == nil {
+		return nil, errors.New("workers: client, store and logger are required")
+	}
+	if cfg.StopTimeout == 0 {
+		cfg.StopTimeout = DefaultStopTimeout
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = domain.NodeHeartbeatInterval
+	}
+	started := time.Now()
+	host, _ := os.Hostname()
+	node := domain.Node{
+		Name: cfg.Node, Hostname: host, PID: os.Getpid(), Version: cfg.Version, DataDir: cfg.DataDir,
+		StartedAt: started, HeartbeatAt: started,
+	}
+	if err := cfg.Store.RegisterNode(ctx, node); err != nil {
+		return nil, err
+	}
+
+	opts := worker.Options{WorkerStopTimeout: cfg.StopTimeout}
+	w := &Workers{
+		shared: worker.New(cfg.Client, workflows.TaskQueue, opts),
+		node:   worker.New(cfg.Client, workflows.NodeTaskQueue(cfg.Node), opts),
+	}
+	registerShared(w.shared)
+	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: started})
+
+	if err := w.shared.Start(); err != nil {
+		return nil, fmt.Errorf("start worker for queue %s: %w", workflows.TaskQueue, err)
+	}
+	if err := w.node.Start(); err != nil {
+		w.shared.Stop()
+		return nil, fmt.Errorf("start worker for queue %s: %w", workflows.NodeTaskQueue(cfg.Node), err)
+	}
+
+	beatCtx, cancel := context.WithCancel(context.Background())
+	w.stopBeat, w.beatDone = cancel, make(chan struct{})
+	go heartbeat(beatCtx, cfg, node, w.beatDone)
+	cfg.Logger.Info("workers started", "node", cfg.Node,
+		"queues", []string{workflows.TaskQueue, workflows.NodeTaskQueue(cfg.Node)})
+	return w, nil
+}
+
+// registerShared registers every workflow; they all run on the shared queue.
+func registerShared(w worker.Registry) {
+	w.RegisterWorkflow(workflows.NodeProbe)
+}
+
+// Stop stops polling, lets running activities finish within the stop timeout, and stops the
+// heartbeat. It is safe to call more than once.
+func (w *Workers) Stop() {
+	w.stopOnce.Do(func() {
+		var wg sync.WaitGroup
+		for _, wk := range []worker.Worker{w.shared, w.node} {
+			wg.Add(1)
+			go func() { defer wg.Done(); wk.Stop() }()
+		}
+		wg.Wait()
+		w.stopBeat()
+		<-w.beatDone
+	})
+}
+
+func heartbeat(ctx context.Context, cfg Config, node domain.Node, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			err := cfg.Store.HeartbeatNode(ctx, cfg.Node, now)
+			if errors.Is(err, store.ErrNotFound) {
+				// The row was removed under us (an operator cleaned the table): register again.
+				node.HeartbeatAt = now
+				err = cfg.Store.RegisterNode(ctx, node)
+			}
+			if err != nil && ctx.Err() == nil {
+				cfg.Logger.Warn("node heartbeat failed", "node", cfg.Node, "error", err)
+			}
+		}
+	}
+}

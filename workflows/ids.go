@@ -1,0 +1,130 @@
+package workflows
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// Workflow ids are "<Type>:<key>". They are built only here, and every builder has an
+// inverse parser so an id seen in the Temporal UI can be traced back to its record.
+
+const (
+	TypeRoomSession        = "RoomSession"
+	TypeRuntimeHost        = "RuntimeHost"
+	TypeTemplateApply      = "TemplateApply"
+	TypeWorkspaceOp        = "WorkspaceOp"
+	TypeHostCleanup        = "HostCleanup"
+	TypeContinuityReset    = "ContinuityReset"
+	TypeCheckpointDeletion = "CheckpointDeletion"
+	TypeNodeProbe          = "NodeProbe"
+)
+
+func uuidID(typ string, id uuid.UUID) string { return typ + ":" + id.String() }
+
+func parseUUIDID(typ, id string) (uuid.UUID, error) {
+	key, err := keyOf(typ, id)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	u, err := domain.ParseID("workflow_id", key)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("workflow id %q: %w", id, err)
+	}
+	return u, nil
+}
+
+func keyOf(typ, id string) (string, error) {
+	key, ok := strings.CutPrefix(id, typ+":")
+	if !ok || key == "" {
+		return "", fmt.Errorf("workflow id %q is not a %s id", id, typ)
+	}
+	return key, nil
+}
+
+// RoomSessionID is the entity workflow of one runtime session.
+func RoomSessionID(runtimeSession uuid.UUID) string { return uuidID(TypeRoomSession, runtimeSession) }
+
+// ParseRoomSessionID inverts RoomSessionID.
+func ParseRoomSessionID(id string) (uuid.UUID, error) { return parseUUIDID(TypeRoomSession, id) }
+
+// RuntimeHostID is the entity workflow of one runtime host.
+func RuntimeHostID(host uuid.UUID) string { return uuidID(TypeRuntimeHost, host) }
+
+// ParseRuntimeHostID inverts RuntimeHostID.
+func ParseRuntimeHostID(id string) (uuid.UUID, error) { return parseUUIDID(TypeRuntimeHost, id) }
+
+// TemplateApplyID names the apply of one saved template generation.
+func TemplateApplyID(template uuid.UUID, generation int64) string {
+	return fmt.Sprintf("%s:%s:%d", TypeTemplateApply, template, generation)
+}
+
+// ParseTemplateApplyID inverts TemplateApplyID.
+func ParseTemplateApplyID(id string) (uuid.UUID, int64, error) {
+	key, err := keyOf(TypeTemplateApply, id)
+	if err != nil {
+		return uuid.Nil, 0, err
+	}
+	tmpl, gen, ok := strings.Cut(key, ":")
+	if !ok {
+		return uuid.Nil, 0, fmt.Errorf("workflow id %q has no generation", id)
+	}
+	t, err := domain.ParseID("workflow_id", tmpl)
+	if err != nil {
+		return uuid.Nil, 0, fmt.Errorf("workflow id %q: %w", id, err)
+	}
+	g, err := strconv.ParseInt(gen, 10, 64)
+	if err != nil || g < 1 || strconv.FormatInt(g, 10) != gen {
+		return uuid.Nil, 0, fmt.Errorf("workflow id %q: generation must be a positive integer", id)
+	}
+	return t, g, nil
+}
+
+// WorkspaceOpID is the single running operation of one workspace (started with conflict policy FAIL).
+func WorkspaceOpID(workspace uuid.UUID) string { return uuidID(TypeWorkspaceOp, workspace) }
+
+// ParseWorkspaceOpID inverts WorkspaceOpID.
+func ParseWorkspaceOpID(id string) (uuid.UUID, error) { return parseUUIDID(TypeWorkspaceOp, id) }
+
+// HostCleanupID is the cleanup of one runtime host.
+func HostCleanupID(host uuid.UUID) string { return uuidID(TypeHostCleanup, host) }
+
+// ParseHostCleanupID inverts HostCleanupID.
+func ParseHostCleanupID(id string) (uuid.UUID, error) { return parseUUIDID(TypeHostCleanup, id) }
+
+// ContinuityResetID is the start-fresh reset of one runtime host.
+func ContinuityResetID(host uuid.UUID) string { return uuidID(TypeContinuityReset, host) }
+
+// ParseContinuityResetID inverts ContinuityResetID.
+func ParseContinuityResetID(id string) (uuid.UUID, error) {
+	return parseUUIDID(TypeContinuityReset, id)
+}
+
+// CheckpointDeletionID is the payload deletion of one checkpoint.
+func CheckpointDeletionID(checkpoint uuid.UUID) string {
+	return uuidID(TypeCheckpointDeletion, checkpoint)
+}
+
+// ParseCheckpointDeletionID inverts CheckpointDeletionID.
+func ParseCheckpointDeletionID(id string) (uuid.UUID, error) {
+	return parseUUIDID(TypeCheckpointDeletion, id)
+}
+
+// NodeProbeID is the probe of one node; concurrent probes of a node share one run.
+func NodeProbeID(node string) string { return TypeNodeProbe + ":" + node }
+
+// ParseNodeProbeID inverts NodeProbeID.
+func ParseNodeProbeID(id string) (string, error) {
+	node, err := keyOf(TypeNodeProbe, id)
+	if err != nil {
+		return "", err
+	}
+	if err := domain.ValidateNodeName(node); err != nil {
+		return "", fmt.Errorf("workflow id %q: %w", id, err)
+	}
+	return node, nil
+}
