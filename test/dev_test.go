@@ -65,6 +65,13 @@ func TestDevServesAPIUIAndWorkerAndKeepsDataAcrossRestart(t *testing.T) {
 		t.Logf("jam dev healthy %s after start", took.Round(time.Millisecond))
 	}
 
+	// A second jam dev on the same data directory is refused instead of sharing its files.
+	second := startJam(t, []string{"JAM_HOME=" + home}, "dev", "--listen", "127.0.0.1:0",
+		"--temporal-listen", "127.0.0.1:0", "--ui-listen", "")
+	if code := second.exitCode(30 * time.Second); code == 0 || !strings.Contains(second.stderrText(), "another jam process") {
+		t.Fatalf("second jam dev on one home: exit %d: %s", code, second.stderrText())
+	}
+
 	st, err := os.Stat(d.tokenFile)
 	if err != nil || st.Mode().Perm() != 0o600 || filepath.Dir(d.tokenFile) != home {
 		t.Fatalf("token file %s: mode %v, %v", d.tokenFile, st.Mode().Perm(), err)

@@ -79,6 +79,12 @@ func TestServerAndWorkerRunAgainstPostgresAndExternalTemporal(t *testing.T) {
 	if !isStatus(err, http.StatusGatewayTimeout) || time.Since(start) > 20*time.Second {
 		t.Fatalf("probe of a stopped node: %v after %s", err, time.Since(start))
 	}
+	// Readiness follows Temporal: with the cluster gone the server stays up and says so.
+	if err := ts.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitHTTP(t, apiURL+"/readyz", http.StatusServiceUnavailable, 15*time.Second)
+	waitHTTP(t, apiURL+"/healthz", http.StatusOK, time.Second)
 	if code := server.interrupt(30 * time.Second); code != 0 {
 		t.Fatalf("server exited %d after Ctrl-C", code)
 	}

@@ -21,6 +21,11 @@ func RunDev(ctx context.Context, o Options) (err error) {
 	if err := o.prepareHome(); err != nil {
 		return err
 	}
+	lock, err := lockHome(o.Home)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
 	log := o.Logger
 	token, err := OperatorToken(o.APIToken, o.layout().APITokenFile())
 	if err != nil {

@@ -55,6 +55,11 @@ func RunWorker(ctx context.Context, o Options) error {
 	if err := o.prepareHome(); err != nil {
 		return err
 	}
+	lock, err := lockHome(o.Home)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
 	st, err := openProductionStore(ctx, o.DatabaseURL)
 	if err != nil {
 		return err

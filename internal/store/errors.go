@@ -8,6 +8,8 @@ import (
 	"github.com/lib/pq"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/jam-dev/jam/internal/domain"
 )
 
 var (
@@ -18,6 +20,8 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrConstraint: a CHECK constraint refused a value the domain validators let through.
 	ErrConstraint = errors.New("constraint violated")
+	// ErrInvalidTransition: a forward-only record refused a write (the domain's sentinel).
+	ErrInvalidTransition = domain.ErrInvalidTransition
 )
 
 // ConstraintError names the constraint that refused a write; it matches ErrConflict,
