@@ -20,11 +20,7 @@ type Config struct {
 	// Token is the operator's bearer token.
 	Token   string
 	Version string
-	// TemporalUIURL, when set, is used to link workflows in responses.
-	TemporalUIURL string
-	// Namespace is the Temporal namespace (for UI links).
-	Namespace string
-	Logger    *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Server is the API's handler set.

@@ -72,6 +72,17 @@ func Down(ctx context.Context, d Dialect, db *sql.DB, steps int) error {
 	})
 }
 
+// Force records version as applied and clean without running anything: the way out after
+// a migration failed part way and the operator repaired the database by hand.
+func Force(ctx context.Context, d Dialect, db *sql.DB, version int) error {
+	return run(ctx, d, db, func(m *migrate.Migrate) error {
+		if err := m.Force(version); err != nil {
+			return fmt.Errorf("migrate force %d: %w", version, err)
+		}
+		return nil
+	})
+}
+
 // CurrentVersion reports the applied version; Version 0 means nothing is applied.
 func CurrentVersion(ctx context.Context, d Dialect, db *sql.DB) (Version, error) {
 	var out Version

@@ -51,6 +51,27 @@ func (f *clientFlags) client() (*client.Client, error) {
 	return client.New(f.url, token), nil
 }
 
+// call sends one request with the client the flags describe and returns the raw 2xx body.
+func (f *clientFlags) call(cmd *cobra.Command, method, path string, body any) ([]byte, error) {
+	c, err := f.client()
+	if err != nil {
+		return nil, err
+	}
+	return c.DoRaw(cmd.Context(), method, path, body)
+}
+
+// render prints raw as JSON under --json, else decodes it into T for the human view.
+func render[T any](f *clientFlags, cmd *cobra.Command, raw []byte, human func(T) error) error {
+	if f.json {
+		return printJSON(cmd.OutOrStdout(), raw)
+	}
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return fmt.Errorf("decode response: %w", err)
+	}
+	return human(v)
+}
+
 // printJSON pretty-prints a raw API response.
 func printJSON(w io.Writer, raw []byte) error {
 	var v any

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -18,12 +19,6 @@ func newMigrateCmd(g *globals) *cobra.Command {
 	}
 	addDatabaseFlag(cmd.PersistentFlags(), &dbURL, "database URL: postgres://… or sqlite:PATH (required)")
 
-	open := func(cmd *cobra.Command) (*store.Store, error) {
-		if dbURL == "" {
-			return nil, errors.New("JAM_DATABASE_URL (--database-url) is required")
-		}
-		return store.Open(cmd.Context(), dbURL)
-	}
 	show := func(cmd *cobra.Command, st *store.Store) error {
 		v, err := schema.CurrentVersion(cmd.Context(), st.Dialect(), st.DB())
 		if err != nil {
@@ -31,24 +26,31 @@ func newMigrateCmd(g *globals) *cobra.Command {
 		}
 		dirty := ""
 		if v.Dirty {
-			dirty = " (dirty: a migration failed part way; fix it by hand, then force the version)"
+			dirty = " (dirty: a migration failed part way; repair it by hand, then run `jam migrate force VERSION`)"
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "schema version %d of %d%s\n", v.Version, v.Latest, dirty)
 		return nil
 	}
 
+	// withStore opens the database for one subcommand, runs fn, then shows the version.
+	withStore := func(cmd *cobra.Command, fn func(*store.Store) error) error {
+		if dbURL == "" {
+			return errors.New("JAM_DATABASE_URL (--database-url) is required")
+		}
+		st, err := store.Open(cmd.Context(), dbURL)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if err := fn(st); err != nil {
+			return err
+		}
+		return show(cmd, st)
+	}
 	up := &cobra.Command{
 		Use: "up", Short: "Apply every pending migration", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			if err := st.Migrate(cmd.Context()); err != nil {
-				return err
-			}
-			return show(cmd, st)
+			return withStore(cmd, func(st *store.Store) error { return st.Migrate(cmd.Context()) })
 		},
 	}
 	var steps int
@@ -59,19 +61,13 @@ func newMigrateCmd(g *globals) *cobra.Command {
 			if steps < 1 && !all {
 				return errors.New("--steps must be at least 1 (or use --all)")
 			}
-			st, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
 			n := steps
 			if all {
 				n = 0
 			}
-			if err := schema.Down(cmd.Context(), st.Dialect(), st.DB(), n); err != nil {
-				return err
-			}
-			return show(cmd, st)
+			return withStore(cmd, func(st *store.Store) error {
+				return schema.Down(cmd.Context(), st.Dialect(), st.DB(), n)
+			})
 		},
 	}
 	down.Flags().IntVar(&steps, "steps", 1, "how many migrations to revert")
@@ -79,14 +75,23 @@ func newMigrateCmd(g *globals) *cobra.Command {
 	version := &cobra.Command{
 		Use: "version", Short: "Show the applied and the latest schema version", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			return show(cmd, st)
+			return withStore(cmd, func(*store.Store) error { return nil })
 		},
 	}
-	cmd.AddCommand(up, down, version)
+	force := &cobra.Command{
+		Use:   "force VERSION",
+		Short: "Mark VERSION as applied and clean, after repairing a failed migration by hand",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := strconv.Atoi(args[0])
+			if err != nil || v < 1 {
+				return fmt.Errorf("VERSION must be a migration number, got %q", args[0])
+			}
+			return withStore(cmd, func(st *store.Store) error {
+				return schema.Force(cmd.Context(), st.Dialect(), st.DB(), v)
+			})
+		},
+	}
+	cmd.AddCommand(up, down, version, force)
 	return cmd
 }

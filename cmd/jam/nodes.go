@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -19,40 +18,27 @@ func newNodeCmd(_ *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List nodes with the age of their last heartbeat", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			raw, err := cf.call(cmd, http.MethodGet, "/v1/nodes", nil)
 			if err != nil {
 				return err
 			}
-			raw, err := c.DoRaw(cmd.Context(), http.MethodGet, "/v1/nodes", nil)
-			if err != nil {
-				return err
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), raw)
-			}
-			var out api.NodeList
-			if err := json.Unmarshal(raw, &out); err != nil {
-				return err
-			}
-			rows := make([][]string, len(out.Items))
-			for i, n := range out.Items {
-				state := "live"
-				if n.Stale {
-					state = "stale"
+			return render(cf, cmd, raw, func(out api.NodeList) error {
+				rows := make([][]string, len(out.Items))
+				for i, n := range out.Items {
+					state := "live"
+					if n.Stale {
+						state = "stale"
+					}
+					rows[i] = []string{n.Name, state, ago(n.HeartbeatAgeSeconds), n.Hostname, strconv.Itoa(n.PID), n.Version, n.TaskQueue}
 				}
-				rows[i] = []string{n.Name, state, ago(n.HeartbeatAgeSeconds), n.Hostname, strconv.Itoa(n.PID), n.Version, n.TaskQueue}
-			}
-			return table(cmd.OutOrStdout(), "NAME\tSTATE\tHEARTBEAT\tHOSTNAME\tPID\tVERSION\tTASK QUEUE", rows)
+				return table(cmd.OutOrStdout(), "NAME\tSTATE\tHEARTBEAT\tHOSTNAME\tPID\tVERSION\tTASK QUEUE", rows)
+			})
 		},
 	}
 	show := &cobra.Command{
 		Use: "show NAME", Short: "Show one node", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			raw, err := c.DoRaw(cmd.Context(), http.MethodGet, "/v1/nodes/"+url.PathEscape(args[0]), nil)
+			raw, err := cf.call(cmd, http.MethodGet, "/v1/nodes/"+url.PathEscape(args[0]), nil)
 			if err != nil {
 				return err
 			}
@@ -64,26 +50,17 @@ func newNodeCmd(_ *globals) *cobra.Command {
 		Short: "Ask the node's own worker, through its task queue, to describe its machine",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			raw, err := cf.call(cmd, http.MethodPost, "/v1/nodes/"+url.PathEscape(args[0])+"/probe", nil)
 			if err != nil {
 				return err
 			}
-			raw, err := c.DoRaw(cmd.Context(), http.MethodPost, "/v1/nodes/"+url.PathEscape(args[0])+"/probe", nil)
-			if err != nil {
+			return render(cf, cmd, raw, func(out api.NodeProbeBody) error {
+				r := out.Report
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "node %s answered: pid %d on %s (%s/%s, %s), jam %s\ndata directory %s, %.1f GiB free\nworkflow %s run %s\n",
+					r.Node, r.PID, r.Hostname, r.OS, r.Arch, r.GoVersion, r.Version, r.DataDir,
+					float64(r.DataDirFreeBytes)/(1<<30), out.WorkflowID, out.RunID)
 				return err
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), raw)
-			}
-			var out api.NodeProbeBody
-			if err := json.Unmarshal(raw, &out); err != nil {
-				return err
-			}
-			r := out.Report
-			fmt.Fprintf(cmd.OutOrStdout(), "node %s answered: pid %d on %s (%s/%s, %s), jam %s\ndata directory %s, %.1f GiB free\nworkflow %s run %s\n",
-				r.Node, r.PID, r.Hostname, r.OS, r.Arch, r.GoVersion, r.Version, r.DataDir,
-				float64(r.DataDirFreeBytes)/(1<<30), out.WorkflowID, out.RunID)
-			return nil
+			})
 		},
 	}
 	cmd.AddCommand(list, show, probe)

@@ -29,6 +29,17 @@ func addNamespaceFlag(fs *pflag.FlagSet, v *string) {
 	bindEnv(fs, "temporal-namespace", "JAM_TEMPORAL_NAMESPACE")
 }
 
+func addListenFlag(fs *pflag.FlagSet, v *string) {
+	fs.StringVar(v, "listen", defaultListen, "Jam API address")
+	bindEnv(fs, "listen", "JAM_LISTEN")
+}
+
+// finish fills the options every run command shares from the process and the globals.
+func finish(o *app.Options, g *globals, cmd *cobra.Command) {
+	o.APIToken = os.Getenv("JAM_API_TOKEN")
+	o.Version, o.Logger, o.Out = version, g.logger, cmd.OutOrStdout()
+}
+
 func addNodeFlag(fs *pflag.FlagSet, v *string) {
 	fs.StringVar(v, "node", defaultNode(), "this machine's node name (task queue jam.node.<node>)")
 	bindEnv(fs, "node", "JAM_NODE")
@@ -53,15 +64,13 @@ Ctrl-C stops the API, then the worker (running activities get 30 s), then Tempor
 				return err
 			}
 			o.TemporalLogLevel = level
-			o.APIToken = os.Getenv("JAM_API_TOKEN")
-			o.Version, o.Logger, o.Out = version, g.logger, cmd.OutOrStdout()
+			finish(&o, g, cmd)
 			return app.RunDev(cmd.Context(), o)
 		},
 	}
 	fs := cmd.Flags()
 	addHomeFlag(fs, &o.Home)
-	fs.StringVar(&o.Listen, "listen", defaultListen, "Jam API address")
-	bindEnv(fs, "listen", "JAM_LISTEN")
+	addListenFlag(fs, &o.Listen)
 	addDatabaseFlag(fs, &o.DatabaseURL, "store URL (default: SQLite $JAM_HOME/jam.db)")
 	fs.StringVar(&o.TemporalListen, "temporal-listen", defaultTemporalListen, "embedded Temporal frontend address")
 	bindEnv(fs, "temporal-listen", "JAM_DEV_TEMPORAL_LISTEN")
@@ -91,15 +100,13 @@ func newServerCmd(g *globals) *cobra.Command {
 token file in the data directory (generated on first start, mode 0600).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.APIToken = os.Getenv("JAM_API_TOKEN")
-			o.Version, o.Logger, o.Out = version, g.logger, cmd.OutOrStdout()
+			finish(&o, g, cmd)
 			return app.RunServer(cmd.Context(), o)
 		},
 	}
 	fs := cmd.Flags()
 	addHomeFlag(fs, &o.Home)
-	fs.StringVar(&o.Listen, "listen", defaultListen, "Jam API address")
-	bindEnv(fs, "listen", "JAM_LISTEN")
+	addListenFlag(fs, &o.Listen)
 	addDatabaseFlag(fs, &o.DatabaseURL, "Postgres URL (required)")
 	addTemporalAddressFlag(fs, &o.TemporalAddress)
 	addNamespaceFlag(fs, &o.Namespace)
@@ -116,7 +123,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 machine that runs agents; a restarted worker with the same node name serves the same queue.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Version, o.Logger, o.Out = version, g.logger, cmd.OutOrStdout()
+			finish(&o, g, cmd)
 			return app.RunWorker(cmd.Context(), o)
 		},
 	}

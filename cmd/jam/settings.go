@@ -18,36 +18,23 @@ func newSettingCmd(_ *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List every setting with its default and stored value", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			raw, err := cf.call(cmd, http.MethodGet, "/v1/settings", nil)
 			if err != nil {
 				return err
 			}
-			raw, err := c.DoRaw(cmd.Context(), http.MethodGet, "/v1/settings", nil)
-			if err != nil {
-				return err
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), raw)
-			}
-			var out api.SettingList
-			if err := json.Unmarshal(raw, &out); err != nil {
-				return err
-			}
-			rows := make([][]string, len(out.Items))
-			for i, s := range out.Items {
-				rows[i] = []string{s.Key, string(s.Value), string(s.Default), s.Description}
-			}
-			return table(cmd.OutOrStdout(), "KEY\tVALUE\tDEFAULT\tDESCRIPTION", rows)
+			return render(cf, cmd, raw, func(out api.SettingList) error {
+				rows := make([][]string, len(out.Items))
+				for i, s := range out.Items {
+					rows[i] = []string{s.Key, string(s.Value), string(s.Default), s.Description}
+				}
+				return table(cmd.OutOrStdout(), "KEY\tVALUE\tDEFAULT\tDESCRIPTION", rows)
+			})
 		},
 	}
 	get := &cobra.Command{
 		Use: "get KEY", Short: "Show one setting", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			raw, err := c.DoRaw(cmd.Context(), http.MethodGet, "/v1/settings/"+url.PathEscape(args[0]), nil)
+			raw, err := cf.call(cmd, http.MethodGet, "/v1/settings/"+url.PathEscape(args[0]), nil)
 			if err != nil {
 				return err
 			}
@@ -59,28 +46,18 @@ func newSettingCmd(_ *globals) *cobra.Command {
 		Short: "Store a setting; VALUE is JSON (a bare word is taken as a string)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
 			value := json.RawMessage(args[1])
 			if !json.Valid(value) {
-				quoted, _ := json.Marshal(args[1])
-				value = quoted
+				value, _ = json.Marshal(args[1])
 			}
-			raw, err := c.DoRaw(cmd.Context(), http.MethodPut, "/v1/settings/"+url.PathEscape(args[0]), api.PutSettingRequest{Value: value})
+			raw, err := cf.call(cmd, http.MethodPut, "/v1/settings/"+url.PathEscape(args[0]), api.PutSettingRequest{Value: value})
 			if err != nil {
 				return err
 			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), raw)
-			}
-			var out api.SettingBody
-			if err := json.Unmarshal(raw, &out); err != nil {
+			return render(cf, cmd, raw, func(out api.SettingBody) error {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s = %s\n", out.Key, out.Value)
 				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s = %s\n", out.Key, out.Value)
-			return nil
+			})
 		},
 	}
 	cmd.AddCommand(list, get, set)

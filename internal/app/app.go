@@ -61,6 +61,15 @@ func (o Options) prepareHome() error {
 	return nil
 }
 
+// claimHome prepares the data directory and takes its exclusive lock, for the processes
+// that own a node's files (jam dev, jam worker).
+func (o Options) claimHome() (*homeLock, error) {
+	if err := o.prepareHome(); err != nil {
+		return nil, err
+	}
+	return lockHome(o.Home)
+}
+
 // openProductionStore opens Postgres and refuses a schema that is not at this binary's version.
 func openProductionStore(ctx context.Context, rawURL string) (*store.Store, error) {
 	if rawURL == "" {

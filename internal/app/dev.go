@@ -18,10 +18,7 @@ import (
 // a worker for this node and the API. Shutdown goes API, worker (running activities get
 // workers.DefaultStopTimeout to finish), Temporal, store.
 func RunDev(ctx context.Context, o Options) (err error) {
-	if err := o.prepareHome(); err != nil {
-		return err
-	}
-	lock, err := lockHome(o.Home)
+	lock, err := o.claimHome()
 	if err != nil {
 		return err
 	}
@@ -88,7 +85,7 @@ func RunDev(ctx context.Context, o Options) (err error) {
 
 	srv, err := startAPI(api.Config{
 		Store: st, Temporal: tc, Token: token.Value, Version: o.Version,
-		TemporalUIURL: ts.UIURL(), Namespace: o.Namespace, Logger: log.With("component", "api"),
+		Logger: log.With("component", "api"),
 	}, o.Listen)
 	if err != nil {
 		return err

@@ -31,7 +31,7 @@ func RunServer(ctx context.Context, o Options) error {
 	}
 	defer tc.Close()
 	srv, err := startAPI(api.Config{
-		Store: st, Temporal: tc, Token: token.Value, Version: o.Version, Namespace: o.Namespace,
+		Store: st, Temporal: tc, Token: token.Value, Version: o.Version,
 		Logger: o.Logger.With("component", "api"),
 	}, o.Listen)
 	if err != nil {
@@ -52,10 +52,7 @@ func RunServer(ctx context.Context, o Options) error {
 // RunWorker runs one node's workers against Postgres and an external Temporal until ctx
 // ends, then lets running activities finish within workers.DefaultStopTimeout.
 func RunWorker(ctx context.Context, o Options) error {
-	if err := o.prepareHome(); err != nil {
-		return err
-	}
-	lock, err := lockHome(o.Home)
+	lock, err := o.claimHome()
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,12 @@ func TestMigrationsGoDownAndUpAgain(t *testing.T) {
 		if v.Version != v.Latest || v.Dirty || v.Latest == 0 {
 			t.Fatalf("after up: %+v, want clean latest", v)
 		}
+		if err := schema.Force(ctx, s.Dialect(), s.DB(), int(v.Latest)); err != nil {
+			t.Fatal(err)
+		}
+		if v, err = schema.CurrentVersion(ctx, s.Dialect(), s.DB()); err != nil || v.Version != v.Latest || v.Dirty {
+			t.Fatalf("after force: %+v, %v", v, err)
+		}
 		if err := schema.Down(ctx, s.Dialect(), s.DB(), 0); err != nil {
 			t.Fatal(err)
 		}
