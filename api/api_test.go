@@ -195,6 +195,16 @@ func TestServerErrorsNeverCarryInternalText(t *testing.T) {
 	}
 }
 
+func TestACanceledRequestIsNotAServerFailure(t *testing.T) {
+	h := newHarness(t)
+	h.srv.engine.GET("/v1/gone", h.srv.handler(func(*gin.Context) error {
+		return fmt.Errorf("wait for the node: %w", context.Canceled)
+	}))
+	if r := h.do(http.MethodGet, "/v1/gone", testToken, nil); r.status != statusClientClosed || r.errorBody(t).Code != CodeCanceled {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+}
+
 func TestRequestIDIsEchoedOrMinted(t *testing.T) {
 	h := newHarness(t)
 	r := h.do(http.MethodGet, "/v1/nope", testToken, nil, "X-Request-ID", "client-42")
@@ -237,11 +247,15 @@ func TestReadyzNeedsTheStoreAndTemporal(t *testing.T) {
 func TestNodesShowHeartbeatAgeAndStaleness(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	now := time.Now()
-	for name, beat := range map[string]time.Time{"fresh": now.Add(-2 * time.Second), "gone": now.Add(-45 * time.Second)} {
-		if err := h.store.RegisterNode(ctx, domain.Node{Name: name, Hostname: "h", PID: 1, StartedAt: beat, HeartbeatAt: beat}); err != nil {
+	for _, name := range []string{"fresh", "gone"} {
+		if _, err := h.store.RegisterNode(ctx, domain.Node{Name: name, Hostname: "h", PID: 1}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Three heartbeats missed: backdate the row as a silent worker would leave it.
+	if _, err := h.store.DB().ExecContext(ctx, `UPDATE nodes SET heartbeat_at = ? WHERE name = 'gone'`,
+		time.Now().UTC().Add(-45*time.Second)); err != nil {
+		t.Fatal(err)
 	}
 	r := h.do(http.MethodGet, "/v1/nodes", testToken, nil)
 	var list NodeList

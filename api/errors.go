@@ -26,7 +26,13 @@ const (
 	CodeNotReady         = "not_ready"
 	CodeUnavailable      = "unavailable"
 	CodeTimeout          = "timeout"
+	CodeUpstream         = "upstream_failed"
+	CodeCanceled         = "canceled"
 )
+
+// statusClientClosed is the (nginx) status for a request whose client went away; it is
+// logged, never sent, since nobody is listening.
+const statusClientClosed = 499
 
 // FieldError is one entry of "validations".
 type FieldError struct {
@@ -90,6 +96,8 @@ func toError(err error) *Error {
 		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "not found", Cause: err}
 	case errors.Is(err, store.ErrConflict), errors.Is(err, domain.ErrInvalidTransition):
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the request conflicts with the current state", Cause: err}
+	case errors.Is(err, context.Canceled):
+		return &Error{Status: statusClientClosed, Code: CodeCanceled, Message: "the request was canceled", Cause: err}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the operation timed out", Cause: err}
 	}

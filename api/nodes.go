@@ -59,7 +59,10 @@ func (s *Server) listNodes(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now, err := s.cfg.Store.Now(c)
+	if err != nil {
+		return err
+	}
 	out := NodeList{Items: make([]NodeBody, len(nodes))}
 	for i, n := range nodes {
 		out.Items[i] = nodeBody(n, now)
@@ -85,7 +88,11 @@ func (s *Server) getNode(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, nodeBody(n, time.Now()))
+	now, err := s.cfg.Store.Now(c)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, nodeBody(n, now))
 	return nil
 }
 
@@ -112,10 +119,17 @@ func (s *Server) probeNode(c *gin.Context) error {
 	if err := run.Get(ctx, &report); err != nil {
 		// A node whose worker is gone times the activity out; with no worker on the shared
 		// queue either, the workflow never runs and our own deadline ends the wait.
-		var timeout *temporal.TimeoutError
-		if errors.As(err, &timeout) || ctx.Err() != nil {
+		var (
+			timeout *temporal.TimeoutError
+			failed  *temporal.ActivityError
+		)
+		switch {
+		case errors.As(err, &timeout) || ctx.Err() != nil:
 			return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout,
 				Message: fmt.Sprintf("node %s did not answer within %s", n.Name, workflows.NodeProbeTimeout), Cause: err}
+		case errors.As(err, &failed):
+			return &Error{Status: http.StatusBadGateway, Code: CodeUpstream,
+				Message: fmt.Sprintf("node %s answered with a failure; see its worker's log", n.Name), Cause: err}
 		}
 		return err
 	}

@@ -72,18 +72,30 @@ func Down(ctx context.Context, d Dialect, db *sql.DB, steps int) error {
 	})
 }
 
-// Force records version as applied and clean without running anything: the way out after
-// a migration failed part way and the operator repaired the database by hand.
-func Force(ctx context.Context, d Dialect, db *sql.DB, version int) error {
+// Force records version as applied and clean without running anything (0: nothing applied):
+// the way out after a migration failed part way and the operator repaired the database by hand.
+func Force(ctx context.Context, d Dialect, db *sql.DB, version uint) error {
+	latest, err := LatestVersion(d)
+	if err != nil {
+		return err
+	}
+	if version > latest {
+		return fmt.Errorf("migrate force %d: the newest migration in this binary is %d", version, latest)
+	}
+	target := int(version)
+	if version == 0 {
+		target = -1 // golang-migrate's "no version"
+	}
 	return run(ctx, d, db, func(m *migrate.Migrate) error {
-		if err := m.Force(version); err != nil {
+		if err := m.Force(target); err != nil {
 			return fmt.Errorf("migrate force %d: %w", version, err)
 		}
 		return nil
 	})
 }
 
-// CurrentVersion reports the applied version; Version 0 means nothing is applied.
+// CurrentVersion reports the applied version (0: nothing applied). It only reads: a
+// database that was never migrated is left untouched.
 func CurrentVersion(ctx context.Context, d Dialect, db *sql.DB) (Version, error) {
 	var out Version
 	latest, err := LatestVersion(d)
@@ -91,18 +103,33 @@ func CurrentVersion(ctx context.Context, d Dialect, db *sql.DB) (Version, error)
 		return out, err
 	}
 	out.Latest = latest
-	err = run(ctx, d, db, func(m *migrate.Migrate) error {
-		v, dirty, err := m.Version()
-		if errors.Is(err, migrate.ErrNilVersion) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("migrate version: %w", err)
-		}
-		out.Version, out.Dirty = v, dirty
-		return nil
-	})
-	return out, err
+	var exists bool
+	switch d {
+	case Postgres:
+		err = db.QueryRowContext(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists)
+	case SQLite:
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&exists)
+	default:
+		err = fmt.Errorf("unknown database dialect %q", d)
+	}
+	if err != nil {
+		return out, fmt.Errorf("read schema version: %w", err)
+	}
+	if !exists {
+		return out, nil
+	}
+	var version int64
+	err = db.QueryRowContext(ctx, `SELECT version, dirty FROM schema_migrations LIMIT 1`).Scan(&version, &out.Dirty)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return out, nil
+	case err != nil:
+		return out, fmt.Errorf("read schema version: %w", err)
+	}
+	if version > 0 {
+		out.Version = uint(version)
+	}
+	return out, nil
 }
 
 // LatestVersion is the newest migration embedded for a dialect.

@@ -59,10 +59,20 @@ func TestDevServesAPIUIAndWorkerAndKeepsDataAcrossRestart(t *testing.T) {
 	home := filepath.Join(t.TempDir(), "jam-home")
 	ctx := context.Background()
 	d := startDev(t, home)
-	if took := d.healthyAt.Sub(d.startedAt); took > 30*time.Second {
-		t.Fatalf("healthy after %s, want within 30 s", took)
+	// Acceptance: health, readiness, the Web UI and this node listed within 30 s of start.
+	waitHTTP(t, d.apiURL+"/readyz", http.StatusOK, 30*time.Second)
+	waitHTTP(t, d.uiURL, http.StatusOK, 30*time.Second)
+	var nodes api.NodeList
+	for time.Since(d.startedAt) < 30*time.Second {
+		if err := d.client.Do(ctx, http.MethodGet, "/v1/nodes", nil, &nodes); err == nil && len(nodes.Items) == 1 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if took := time.Since(d.startedAt); took > 30*time.Second {
+		t.Fatalf("serving after %s, want within 30 s", took)
 	} else {
-		t.Logf("jam dev healthy %s after start", took.Round(time.Millisecond))
+		t.Logf("jam dev healthy after %s, ready with UI and node after %s", d.healthyAt.Sub(d.startedAt).Round(time.Millisecond), took.Round(time.Millisecond))
 	}
 
 	// A second jam dev on the same data directory is refused instead of sharing its files.
@@ -88,10 +98,6 @@ func TestDevServesAPIUIAndWorkerAndKeepsDataAcrossRestart(t *testing.T) {
 		t.Fatalf("temporal web ui answered %d: %.200s", resp.StatusCode, body)
 	}
 
-	var nodes api.NodeList
-	if err := d.client.Do(ctx, http.MethodGet, "/v1/nodes", nil, &nodes); err != nil {
-		t.Fatal(err)
-	}
 	if len(nodes.Items) != 1 || nodes.Items[0].Name != devNode || nodes.Items[0].Stale || nodes.Items[0].DataDir != home {
 		t.Fatalf("nodes %+v", nodes.Items)
 	}

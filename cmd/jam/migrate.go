@@ -80,15 +80,15 @@ func newMigrateCmd(g *globals) *cobra.Command {
 	}
 	force := &cobra.Command{
 		Use:   "force VERSION",
-		Short: "Mark VERSION as applied and clean, after repairing a failed migration by hand",
+		Short: "Mark VERSION as applied and clean (0: nothing applied), after repairing a failed migration by hand",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			v, err := strconv.Atoi(args[0])
-			if err != nil || v < 1 {
+			if err != nil || v < 0 {
 				return fmt.Errorf("VERSION must be a migration number, got %q", args[0])
 			}
 			return withStore(cmd, func(st *store.Store) error {
-				return schema.Force(cmd.Context(), st.Dialect(), st.DB(), v)
+				return schema.Force(cmd.Context(), st.Dialect(), st.DB(), uint(v))
 			})
 		},
 	}

@@ -78,6 +78,8 @@ Ctrl-C stops the API, then the worker (running activities get 30 s), then Tempor
 	bindEnv(fs, "ui-listen", "JAM_DEV_UI_LISTEN")
 	addNamespaceFlag(fs, &o.Namespace)
 	addNodeFlag(fs, &o.Node)
+	fs.StringVar(&o.TemporalDB, "temporal-db", "", "embedded Temporal's SQLite file (default $JAM_HOME/temporal.db)")
+	bindEnv(fs, "temporal-db", "JAM_DEV_TEMPORAL_DB")
 	fs.BoolVar(&o.Ephemeral, "ephemeral", false, "keep Temporal in memory and the store in a temporary file")
 	bindEnv(fs, "ephemeral", "JAM_DEV_EPHEMERAL")
 	fs.StringVar(&temporalLogLevel, "temporal-log-level", defaultTemporalLogLevel, "log level of the embedded Temporal server")

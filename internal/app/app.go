@@ -34,6 +34,8 @@ type Options struct {
 	// TemporalListen and UIListen are where `jam dev` serves its embedded Temporal and Web UI.
 	TemporalListen string
 	UIListen       string
+	// TemporalDB is the embedded Temporal's SQLite file (default $JAM_HOME/temporal.db).
+	TemporalDB string
 	// TemporalLogLevel filters the embedded Temporal server's own logs.
 	TemporalLogLevel slog.Level
 	Node             string
@@ -46,8 +48,9 @@ type Options struct {
 	Out io.Writer
 }
 
-// apiShutdownTimeout bounds how long in-flight requests may finish at shutdown.
-const apiShutdownTimeout = 10 * time.Second
+// apiShutdownTimeout bounds how long in-flight requests may finish at shutdown; it exceeds
+// the longest bounded request (a node probe, 15 s), after which connections are closed.
+const apiShutdownTimeout = 20 * time.Second
 
 func (o Options) layout() domain.Layout { return domain.Layout{Root: o.Home} }
 
@@ -130,6 +133,9 @@ type apiServer struct {
 	http     *http.Server
 	listener net.Listener
 	done     chan error
+	// stopRequests ends the context of every request, so held-open requests (event streams,
+	// long polls) return as soon as shutdown begins instead of holding it up.
+	stopRequests context.CancelFunc
 }
 
 func startAPI(cfg api.Config, listen string) (*apiServer, error) {
@@ -141,14 +147,17 @@ func startAPI(cfg api.Config, listen string) (*apiServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", listen, err)
 	}
+	base, stop := context.WithCancel(context.Background())
 	a := &apiServer{
 		http: &http.Server{
 			Handler:           srv.Handler(),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+			BaseContext:       func(net.Listener) context.Context { return base },
 		},
-		listener: ln,
-		done:     make(chan error, 1),
+		listener:     ln,
+		done:         make(chan error, 1),
+		stopRequests: stop,
 	}
 	go func() {
 		err := a.http.Serve(ln)
@@ -163,11 +172,18 @@ func startAPI(cfg api.Config, listen string) (*apiServer, error) {
 // URL is the API's base URL.
 func (a *apiServer) URL() string { return "http://" + a.listener.Addr().String() }
 
-// shutdown stops accepting requests and lets in-flight ones finish within the bound.
+// shutdown stops accepting requests, ends held-open ones, lets the others finish within the
+// bound and then closes whatever is left, so nothing in the API outlives this call.
 func (a *apiServer) shutdown() error {
+	a.stopRequests()
 	ctx, cancel := context.WithTimeout(context.Background(), apiShutdownTimeout)
 	defer cancel()
-	return a.http.Shutdown(ctx)
+	err := a.http.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, a.http.Close())
+	}
+	<-a.done
+	return err
 }
 
 // startWorkers starts a node's workers; it shares the node default (the host name) with every command.

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,7 +29,10 @@ func RunDev(ctx context.Context, o Options) (err error) {
 	}
 
 	dbURL := o.DatabaseURL
-	temporalFile := o.layout().TemporalFile()
+	temporalFile := o.TemporalDB
+	if temporalFile == "" {
+		temporalFile = o.layout().TemporalFile()
+	}
 	if o.Ephemeral {
 		tmp, err := os.MkdirTemp("", "jam-dev-")
 		if err != nil {
@@ -114,17 +116,17 @@ func RunDev(ctx context.Context, o Options) (err error) {
 Press Ctrl-C to stop.
 `, srv.URL(), ts.FrontendAddress(), o.Namespace, ui, tokenWhere, o.Home, storeDesc, o.Node, workflows.NodeTaskQueue(o.Node))
 
+	var runErr error
 	select {
 	case <-ctx.Done():
-	case err := <-srv.done:
-		if err != nil {
-			return fmt.Errorf("api server: %w", err)
-		}
+	case runErr = <-srv.done:
+		runErr = fmt.Errorf("api server stopped: %w", runErr)
+	case runErr = <-wk.Fatal():
 	}
 	log.Info("shutting down: api, worker, temporal, store")
-	if err := srv.shutdown(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if err := srv.shutdown(); err != nil {
 		log.Warn("api shutdown", "error", err)
 	}
 	wk.Stop()
-	return nil
+	return runErr
 }

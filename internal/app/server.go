@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/client"
@@ -41,9 +40,9 @@ func RunServer(ctx context.Context, o Options) error {
 	select {
 	case <-ctx.Done():
 	case err := <-srv.done:
-		return fmt.Errorf("api server: %w", err)
+		return fmt.Errorf("api server stopped: %w", err)
 	}
-	if err := srv.shutdown(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if err := srv.shutdown(); err != nil {
 		o.Logger.Warn("api shutdown", "error", err)
 	}
 	return nil
@@ -71,8 +70,12 @@ func RunWorker(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	<-ctx.Done()
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-wk.Fatal():
+	}
 	o.Logger.Info("stopping workers", "node", o.Node)
 	wk.Stop()
-	return nil
+	return runErr
 }

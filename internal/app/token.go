@@ -44,19 +44,24 @@ func OperatorToken(envValue, file string) (Token, error) {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return Token{}, fmt.Errorf("create %s: %w", filepath.Dir(file), err)
 	}
-	// O_EXCL: two processes starting at once cannot both write a token.
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return OperatorToken("", file)
-	}
+	// Written whole to a private temporary file, then linked into place: a reader never sees
+	// a half-written token, a crash leaves no empty one, and of two processes starting at
+	// once exactly one link succeeds.
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".api-token-*")
 	if err != nil {
 		return Token{}, fmt.Errorf("write operator token %s: %w", file, err)
 	}
-	if _, err := f.WriteString(v + "\n"); err != nil {
-		f.Close()
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(v + "\n"); err != nil {
+		tmp.Close()
 		return Token{}, fmt.Errorf("write operator token %s: %w", file, err)
 	}
-	if err := f.Close(); err != nil {
+	if err := tmp.Close(); err != nil {
+		return Token{}, fmt.Errorf("write operator token %s: %w", file, err)
+	}
+	if err := os.Link(tmp.Name(), file); errors.Is(err, fs.ErrExist) {
+		return OperatorToken("", file)
+	} else if err != nil {
 		return Token{}, fmt.Errorf("write operator token %s: %w", file, err)
 	}
 	return Token{Value: v, File: file}, nil

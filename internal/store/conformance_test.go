@@ -46,7 +46,7 @@ func TestMigrationsGoDownAndUpAgain(t *testing.T) {
 		if v.Version != v.Latest || v.Dirty || v.Latest == 0 {
 			t.Fatalf("after up: %+v, want clean latest", v)
 		}
-		if err := schema.Force(ctx, s.Dialect(), s.DB(), int(v.Latest)); err != nil {
+		if err := schema.Force(ctx, s.Dialect(), s.DB(), v.Latest); err != nil {
 			t.Fatal(err)
 		}
 		if v, err = schema.CurrentVersion(ctx, s.Dialect(), s.DB()); err != nil || v.Version != v.Latest || v.Dirty {
@@ -153,31 +153,33 @@ VALUES (?, ?, ?, ?, 'archived', 'n', ?, 'fp', ?, ?)`, uuid.New(), a.agent, a.tem
 func TestNodesRegisterHeartbeatAndList(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		start := time.Date(2026, 12, 2, 9, 0, 0, 987654321, time.FixedZone("CET", 3600))
-		n := domain.Node{Name: "node-a", Hostname: "host-a", PID: 42, Version: "dev", DataDir: "/data", StartedAt: start, HeartbeatAt: start}
-		if err := s.RegisterNode(ctx, n); err != nil {
+		before, err := s.Now(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		beat := start.Add(10 * time.Second)
-		if err := s.HeartbeatNode(ctx, "node-a", beat); err != nil {
+		n, err := s.RegisterNode(ctx, domain.Node{Name: "node-a", Hostname: "host-a", PID: 42, Version: "dev", DataDir: "/data"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.StartedAt.Before(before) || !n.HeartbeatAt.Equal(n.StartedAt) || n.StartedAt.Location() != time.UTC {
+			t.Fatalf("registered %+v (database clock was %v)", n, before)
+		}
+		time.Sleep(5 * time.Millisecond)
+		if err := s.HeartbeatNode(ctx, n); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.GetNode(ctx, "node-a")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !got.HeartbeatAt.Equal(domain.Timestamp(beat)) || got.HeartbeatAt.Location() != time.UTC {
-			t.Fatalf("heartbeat %v, want %v in UTC", got.HeartbeatAt, domain.Timestamp(beat))
+		if !got.HeartbeatAt.After(n.HeartbeatAt) || !got.StartedAt.Equal(n.StartedAt) || got.PID != 42 || got.DataDir != "/data" {
+			t.Fatalf("node %+v after heartbeat", got)
 		}
-		if !got.StartedAt.Equal(domain.Timestamp(start)) || got.PID != 42 || got.DataDir != "/data" {
-			t.Fatalf("node %+v", got)
-		}
-		// A restart re-registers under the same name and replaces the process facts.
-		n.PID, n.StartedAt = 43, beat
-		if err := s.RegisterNode(ctx, n); err != nil {
+		// A restart of the same node (same host and directory) re-registers under the name.
+		if _, err := s.RegisterNode(ctx, domain.Node{Name: "node-a", Hostname: "host-a", PID: 43, DataDir: "/data"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RegisterNode(ctx, domain.Node{Name: "node-b", StartedAt: start, HeartbeatAt: start}); err != nil {
+		if _, err := s.RegisterNode(ctx, domain.Node{Name: "node-b", Hostname: "host-b", DataDir: "/b"}); err != nil {
 			t.Fatal(err)
 		}
 		nodes, err := s.ListNodes(ctx)
@@ -187,12 +189,39 @@ func TestNodesRegisterHeartbeatAndList(t *testing.T) {
 		if len(nodes) != 2 || nodes[0].Name != "node-a" || nodes[0].PID != 43 || nodes[1].Name != "node-b" {
 			t.Fatalf("nodes %+v", nodes)
 		}
+		// The displaced process's heartbeat no longer matches its row.
+		if err := s.HeartbeatNode(ctx, n); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("heartbeat of the replaced process: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+func TestANodeNameServedByAnotherLiveMachineIsRefused(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		if _, err := s.RegisterNode(ctx, domain.Node{Name: "w1", Hostname: "host-a", PID: 1, DataDir: "/data"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, other := range []domain.Node{
+			{Name: "w1", Hostname: "host-b", PID: 1, DataDir: "/data"},
+			{Name: "w1", Hostname: "host-a", PID: 2, DataDir: "/other"},
+		} {
+			if _, err := s.RegisterNode(ctx, other); !errors.Is(err, ErrNodeTaken) || !errors.Is(err, ErrConflict) {
+				t.Fatalf("%+v: err = %v, want ErrNodeTaken", other, err)
+			}
+		}
+		// Once the first worker's heartbeat is stale, the name may move.
+		old := fixtureTime.Add(-time.Hour)
+		mustExec(t, s, `UPDATE nodes SET heartbeat_at = ? WHERE name = ?`, old, "w1")
+		if _, err := s.RegisterNode(ctx, domain.Node{Name: "w1", Hostname: "host-b", PID: 9, DataDir: "/data"}); err != nil {
+			t.Fatalf("taking over a stale node: %v", err)
+		}
 	})
 }
 
 func TestHeartbeatOfUnregisteredNodeIsNotFound(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
-		if err := s.HeartbeatNode(context.Background(), "ghost", time.Now()); !errors.Is(err, ErrNotFound) {
+		if err := s.HeartbeatNode(context.Background(), domain.Node{Name: "ghost"}); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("err = %v, want ErrNotFound", err)
 		}
 		if _, err := s.GetNode(context.Background(), "ghost"); !errors.Is(err, ErrNotFound) {
@@ -205,7 +234,7 @@ func TestRegisterNodeRefusesBadNames(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		for _, name := range []string{"", "-lead", "has space", "a/b", string(make([]byte, 64))} {
 			var ve *domain.ValidationError
-			if err := s.RegisterNode(context.Background(), domain.Node{Name: name}); !errors.As(err, &ve) {
+			if _, err := s.RegisterNode(context.Background(), domain.Node{Name: name}); !errors.As(err, &ve) {
 				t.Errorf("name %q: err = %v, want a validation error", name, err)
 			}
 		}
@@ -451,8 +480,8 @@ func TestOneRuntimeHostPerRuntimeSession(t *testing.T) {
 		if err := member(newHost(t, s, a, domain.PlacementDedicated)); !errors.Is(err, ErrConflict) {
 			t.Fatalf("second host for one session: err = %v, want ErrConflict", err)
 		}
-		if err := member(uuid.New()); !errors.Is(err, ErrConflict) && !errors.Is(err, ErrNotFound) {
-			t.Fatalf("membership of a missing host: err = %v", err)
+		if err := member(uuid.New()); !errors.Is(err, ErrConflict) {
+			t.Fatalf("membership of a missing host: err = %v, want ErrConflict (dangling reference)", err)
 		}
 	})
 }

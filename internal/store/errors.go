@@ -13,10 +13,10 @@ import (
 )
 
 var (
-	// ErrNotFound: the record does not exist (or a record it references does not).
+	// ErrNotFound: the record does not exist.
 	ErrNotFound = errors.New("not found")
-	// ErrConflict: a unique constraint refused the write (a duplicate, or a cardinality rule
-	// such as one live Shared host per agent).
+	// ErrConflict: a unique or foreign-key constraint refused the write (a duplicate, a
+	// cardinality rule such as one live Shared host per agent, or a dangling reference).
 	ErrConflict = errors.New("conflict")
 	// ErrConstraint: a CHECK constraint refused a value the domain validators let through.
 	ErrConstraint = errors.New("constraint violated")
@@ -52,8 +52,8 @@ func classify(err error) error {
 		switch pqErr.Code {
 		case "23505": // unique_violation
 			return &ConstraintError{Kind: ErrConflict, Constraint: pqErr.Constraint, Err: err}
-		case "23503": // foreign_key_violation
-			return &ConstraintError{Kind: ErrNotFound, Constraint: pqErr.Constraint, Err: err}
+		case "23503": // foreign_key_violation: a missing parent, or a delete of a referenced row
+			return &ConstraintError{Kind: ErrConflict, Constraint: pqErr.Constraint, Err: err}
 		case "23514", "23502": // check_violation, not_null_violation
 			return &ConstraintError{Kind: ErrConstraint, Constraint: pqErr.Constraint, Err: err}
 		}
@@ -65,7 +65,7 @@ func classify(err error) error {
 		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
 			return &ConstraintError{Kind: ErrConflict, Err: err}
 		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
-			return &ConstraintError{Kind: ErrNotFound, Err: err}
+			return &ConstraintError{Kind: ErrConflict, Err: err}
 		case sqlite3.SQLITE_CONSTRAINT_CHECK, sqlite3.SQLITE_CONSTRAINT_NOTNULL:
 			return &ConstraintError{Kind: ErrConstraint, Err: err}
 		}

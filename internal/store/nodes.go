@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/schema"
 )
 
 type nodeRow struct {
@@ -25,34 +27,78 @@ func (r nodeRow) domain() domain.Node {
 	}
 }
 
-// RegisterNode records a node starting (or restarting) under its name.
-func (q *Q) RegisterNode(ctx context.Context, n domain.Node) error {
-	if err := domain.ValidateNodeName(n.Name); err != nil {
-		return err
+// ErrNodeTaken: another live worker, on another machine or data directory, serves the name.
+var ErrNodeTaken = fmt.Errorf("%w: the node name is served by another live worker", ErrConflict)
+
+// Now is the database's clock. Heartbeats are written and aged with it, so workers and API
+// servers on machines whose clocks drift still agree on a heartbeat's age. SQLite belongs to
+// one process on one machine, whose clock it is.
+func (q *Q) Now(ctx context.Context) (time.Time, error) {
+	if q.store.dialect != schema.Postgres {
+		return domain.Timestamp(time.Now()), nil
 	}
-	_, err := q.exec(ctx, `
+	var now time.Time
+	if err := q.get(ctx, &now, `SELECT now()`); err != nil {
+		return time.Time{}, fmt.Errorf("database clock: %w", err)
+	}
+	return domain.Timestamp(now), nil
+}
+
+// RegisterNode records a node starting under its name, with the database's clock. A row of
+// the same name whose heartbeat is fresh and that names another host or data directory
+// belongs to a live worker elsewhere: two workers on one node queue would run one machine's
+// activities on the other's disk, so that is ErrNodeTaken. The same host and directory is
+// this node restarting (its data-directory lock proves the old process is gone).
+func (q *Q) RegisterNode(ctx context.Context, n domain.Node) (domain.Node, error) {
+	if err := domain.ValidateNodeName(n.Name); err != nil {
+		return domain.Node{}, err
+	}
+	err := q.atomic(ctx, func(q *Q) error {
+		now, err := q.Now(ctx)
+		if err != nil {
+			return err
+		}
+		cur, err := q.GetNode(ctx, n.Name)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return err
+		case now.Sub(cur.HeartbeatAt) < domain.NodeStaleAfter && (cur.Hostname != n.Hostname || cur.DataDir != n.DataDir):
+			return fmt.Errorf("%w (host %s, pid %d, data directory %s, heartbeat %s ago)", ErrNodeTaken,
+				cur.Hostname, cur.PID, cur.DataDir, now.Sub(cur.HeartbeatAt).Round(time.Second))
+		}
+		n.StartedAt, n.HeartbeatAt = now, now
+		_, err = q.exec(ctx, `
 INSERT INTO nodes (name, hostname, pid, version, data_dir, started_at, heartbeat_at)
 VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid,
     version = excluded.version, data_dir = excluded.data_dir, started_at = excluded.started_at,
     heartbeat_at = excluded.heartbeat_at`,
-		n.Name, n.Hostname, n.PID, n.Version, n.DataDir, domain.Timestamp(n.StartedAt), domain.Timestamp(n.HeartbeatAt))
+			n.Name, n.Hostname, n.PID, n.Version, n.DataDir, n.StartedAt, n.HeartbeatAt)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("register node %s: %w", n.Name, err)
+		return domain.Node{}, fmt.Errorf("register node %s: %w", n.Name, err)
 	}
-	return nil
+	return n, nil
 }
 
-// HeartbeatNode refreshes a registered node's heartbeat; ErrNotFound means it must register.
-func (q *Q) HeartbeatNode(ctx context.Context, name string, at time.Time) error {
-	res, err := q.exec(ctx, `UPDATE nodes SET heartbeat_at = ? WHERE name = ?`, domain.Timestamp(at), name)
+// HeartbeatNode refreshes the heartbeat of the node row this process registered (matched by
+// host and pid). ErrNotFound means the row is gone or another worker took the name over.
+func (q *Q) HeartbeatNode(ctx context.Context, n domain.Node) error {
+	now, err := q.Now(ctx)
 	if err != nil {
-		return fmt.Errorf("heartbeat node %s: %w", name, err)
+		return err
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("heartbeat node %s: %w", name, err)
-	} else if n == 0 {
-		return fmt.Errorf("heartbeat node %s: %w", name, ErrNotFound)
+	res, err := q.exec(ctx, `UPDATE nodes SET heartbeat_at = ? WHERE name = ? AND hostname = ? AND pid = ?`,
+		now, n.Name, n.Hostname, n.PID)
+	if err != nil {
+		return fmt.Errorf("heartbeat node %s: %w", n.Name, err)
+	}
+	if rows, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("heartbeat node %s: %w", n.Name, err)
+	} else if rows == 0 {
+		return fmt.Errorf("heartbeat node %s: %w", n.Name, ErrNotFound)
 	}
 	return nil
 }

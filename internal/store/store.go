@@ -124,7 +124,7 @@ func (s *Store) Close() error { return s.db.Close() }
 // Migrate applies every pending migration of this store's dialect.
 func (s *Store) Migrate(ctx context.Context) error { return schema.Up(ctx, s.dialect, s.db.DB) }
 
-const maxTxAttempts = 8
+const maxTxAttempts = 10
 
 // InTx runs fn in one transaction and commits it. A serialization failure (Postgres) or a
 // busy database (SQLite) runs fn again from the start, so fn must not have side effects
@@ -133,11 +133,12 @@ func (s *Store) InTx(ctx context.Context, fn func(q *Q) error) error {
 	var err error
 	for attempt := 0; attempt < maxTxAttempts; attempt++ {
 		if attempt > 0 {
-			backoff := time.Duration(5<<attempt)*time.Millisecond + rand.N(5*time.Millisecond)
+			// Full jitter: colliding transactions spread out instead of colliding again.
+			backoff := rand.N(min(time.Duration(2<<attempt)*time.Millisecond, 250*time.Millisecond)) + time.Millisecond
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(min(backoff, 500*time.Millisecond)):
+			case <-time.After(backoff):
 			}
 		}
 		err = s.tryTx(ctx, fn)

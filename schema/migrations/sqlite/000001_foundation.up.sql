@@ -3,13 +3,13 @@
 -- Timestamps are UTC; JSON values are stored as text.
 
 CREATE TABLE settings (
-    key        TEXT PRIMARY KEY,
+    key        TEXT NOT NULL PRIMARY KEY,
     value      TEXT NOT NULL,
     updated_at TIMESTAMP NOT NULL
 );
 
 CREATE TABLE nodes (
-    name         TEXT PRIMARY KEY,
+    name         TEXT NOT NULL PRIMARY KEY,
     hostname     TEXT NOT NULL,
     pid          INTEGER NOT NULL,
     version      TEXT NOT NULL,
@@ -20,7 +20,7 @@ CREATE TABLE nodes (
 
 -- An agent identity; owned agents are run by Jam, attached ones by the user.
 CREATE TABLE agents (
-    id           TEXT PRIMARY KEY,
+    id           TEXT NOT NULL PRIMARY KEY,
     name         TEXT NOT NULL,
     kind         TEXT NOT NULL CHECK (kind IN ('owned', 'attached')),
     briefing     TEXT NOT NULL DEFAULT '',
@@ -33,7 +33,7 @@ CREATE UNIQUE INDEX agents_name ON agents (name);
 
 -- The configuration rooms copy. effective_generation stays 0 on the saved template itself.
 CREATE TABLE runtime_templates (
-    id                   TEXT PRIMARY KEY,
+    id                   TEXT NOT NULL PRIMARY KEY,
     agent_id             TEXT NOT NULL REFERENCES agents (id) ON DELETE CASCADE,
     alias                TEXT NOT NULL,
     config               TEXT NOT NULL,
@@ -47,7 +47,7 @@ CREATE UNIQUE INDEX runtime_templates_agent_alias ON runtime_templates (agent_id
 -- One runtime context; stable across restarts and renames. instance_generation fences a
 -- retired runtime instance out of its successor's turns.
 CREATE TABLE runtime_sessions (
-    id                  TEXT PRIMARY KEY,
+    id                  TEXT NOT NULL PRIMARY KEY,
     agent_id            TEXT NOT NULL REFERENCES agents (id) ON DELETE CASCADE,
     template_id         TEXT NOT NULL REFERENCES runtime_templates (id),
     provider_session_id TEXT,
@@ -58,7 +58,7 @@ CREATE TABLE runtime_sessions (
 
 -- The routing row of one room binding: its configuration generations and pending change.
 CREATE TABLE host_sessions (
-    runtime_session_id   TEXT PRIMARY KEY REFERENCES runtime_sessions (id) ON DELETE CASCADE,
+    runtime_session_id   TEXT NOT NULL PRIMARY KEY REFERENCES runtime_sessions (id) ON DELETE CASCADE,
     agent_id             TEXT NOT NULL REFERENCES agents (id) ON DELETE CASCADE,
     template_id          TEXT NOT NULL REFERENCES runtime_templates (id),
     alias                TEXT NOT NULL,
@@ -77,7 +77,7 @@ CREATE UNIQUE INDEX one_host_session_per_agent_room ON host_sessions (agent_id, 
 -- One execution boundary: one provider process, one microVM. A Dedicated host's id is its
 -- runtime session's id.
 CREATE TABLE runtime_hosts (
-    id            TEXT PRIMARY KEY,
+    id            TEXT NOT NULL PRIMARY KEY,
     agent_id      TEXT NOT NULL REFERENCES agents (id) ON DELETE CASCADE,
     template_id   TEXT NOT NULL REFERENCES runtime_templates (id),
     placement     TEXT NOT NULL CHECK (placement IN ('shared_agent_host', 'dedicated_session_host')),
@@ -94,7 +94,7 @@ CREATE UNIQUE INDEX one_live_shared_runtime_host_per_agent ON runtime_hosts (age
 
 -- Membership of a runtime session in its host; the primary key makes it one host per session.
 CREATE TABLE runtime_host_sessions (
-    runtime_session_id TEXT PRIMARY KEY REFERENCES runtime_sessions (id) ON DELETE CASCADE,
+    runtime_session_id TEXT NOT NULL PRIMARY KEY REFERENCES runtime_sessions (id) ON DELETE CASCADE,
     runtime_host_id    TEXT NOT NULL REFERENCES runtime_hosts (id) ON DELETE CASCADE,
     state              TEXT NOT NULL CHECK (state IN ('active', 'dormant')),
     created_at         TIMESTAMP NOT NULL,
@@ -104,7 +104,7 @@ CREATE INDEX runtime_host_sessions_host ON runtime_host_sessions (runtime_host_i
 
 -- Runtime session <-> room. An inactive row is a tombstone an authoritative re-add reuses.
 CREATE TABLE room_bindings (
-    id                 TEXT PRIMARY KEY,
+    id                 TEXT NOT NULL PRIMARY KEY,
     agent_id           TEXT NOT NULL REFERENCES agents (id) ON DELETE CASCADE,
     room_id            TEXT NOT NULL,
     runtime_session_id TEXT NOT NULL REFERENCES runtime_sessions (id) ON DELETE CASCADE,
@@ -117,7 +117,7 @@ CREATE UNIQUE INDEX one_active_runtime_binding_per_agent_room ON room_bindings (
 CREATE INDEX room_bindings_session ON room_bindings (runtime_session_id);
 
 CREATE TABLE managed_workspaces (
-    id                 TEXT PRIMARY KEY,
+    id                 TEXT NOT NULL PRIMARY KEY,
     runtime_host_id    TEXT NOT NULL REFERENCES runtime_hosts (id) ON DELETE CASCADE,
     runtime_session_id TEXT NOT NULL UNIQUE REFERENCES runtime_sessions (id) ON DELETE CASCADE,
     source             TEXT NOT NULL CHECK (source IN ('managed', 'private_host_clone', 'direct_host')),
@@ -130,7 +130,7 @@ CREATE TABLE managed_workspaces (
 CREATE INDEX managed_workspaces_host ON managed_workspaces (runtime_host_id);
 
 CREATE TABLE workspace_operations (
-    id                 TEXT PRIMARY KEY,
+    id                 TEXT NOT NULL PRIMARY KEY,
     workspace_id       TEXT NOT NULL REFERENCES managed_workspaces (id) ON DELETE CASCADE,
     runtime_host_id    TEXT NOT NULL,
     runtime_session_id TEXT NOT NULL,
@@ -158,7 +158,7 @@ CREATE TABLE workspace_operation_events (
 
 -- Immutable checkpoint generations; the payload may be deleted, the metadata never is.
 CREATE TABLE provider_checkpoints (
-    id                TEXT PRIMARY KEY,
+    id                TEXT NOT NULL PRIMARY KEY,
     runtime_host_id   TEXT NOT NULL REFERENCES runtime_hosts (id) ON DELETE CASCADE,
     reason            TEXT NOT NULL CHECK (reason IN ('after_turn', 'before_stop', 'before_reset', 'before_remove', 'manual')),
     provider          TEXT NOT NULL,
@@ -173,7 +173,7 @@ CREATE INDEX provider_checkpoints_host ON provider_checkpoints (runtime_host_id,
 
 -- One immutable row per exact-resume attempt.
 CREATE TABLE provider_resume_observations (
-    id                           TEXT PRIMARY KEY,
+    id                           TEXT NOT NULL PRIMARY KEY,
     checkpoint_id                TEXT NOT NULL REFERENCES provider_checkpoints (id) ON DELETE CASCADE,
     runtime_session_id           TEXT NOT NULL,
     expected_provider_session_id TEXT NOT NULL,
@@ -185,7 +185,7 @@ CREATE INDEX provider_resume_observations_checkpoint ON provider_resume_observat
 
 -- Immutable exports; the owner triple never changes, so a restore can prove it.
 CREATE TABLE workspace_exports (
-    id                 TEXT PRIMARY KEY,
+    id                 TEXT NOT NULL PRIMARY KEY,
     workspace_id       TEXT NOT NULL REFERENCES managed_workspaces (id),
     runtime_host_id    TEXT NOT NULL,
     runtime_session_id TEXT NOT NULL,
@@ -198,7 +198,7 @@ CREATE TABLE workspace_exports (
 CREATE INDEX workspace_exports_workspace ON workspace_exports (workspace_id, created_at);
 
 CREATE TABLE host_cleanup_operations (
-    id                         TEXT PRIMARY KEY,
+    id                         TEXT NOT NULL PRIMARY KEY,
     runtime_host_id            TEXT NOT NULL UNIQUE REFERENCES runtime_hosts (id),
     stage                      TEXT NOT NULL CHECK (stage IN ('prepared', 'sandbox_removed', 'root_removed', 'succeeded')),
     planned_runtime_host_bytes INTEGER NOT NULL,
@@ -220,7 +220,7 @@ CREATE TABLE host_cleanup_events (
 
 -- Immutable record mapping every source session and binding to its replacement.
 CREATE TABLE continuity_resets (
-    id                     TEXT PRIMARY KEY,
+    id                     TEXT NOT NULL PRIMARY KEY,
     source_runtime_host_id TEXT NOT NULL UNIQUE REFERENCES runtime_hosts (id),
     evidence_checksum      TEXT NOT NULL,
     mapping                TEXT NOT NULL,
