@@ -19,7 +19,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 
+	"github.com/jam-dev/jam/internal/band"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/lifecycle"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/testsupport/teststore"
 )
@@ -27,10 +29,12 @@ import (
 const testToken = "test-operator-token"
 
 type harness struct {
-	t        *testing.T
-	srv      *Server
-	store    *store.Store
-	temporal *mocks.Client
+	t         *testing.T
+	srv       *Server
+	store     *store.Store
+	temporal  *mocks.Client
+	band      *band.Local
+	lifecycle *lifecycle.Recorder
 }
 
 func newHarness(t *testing.T) *harness {
@@ -38,14 +42,19 @@ func newHarness(t *testing.T) *harness {
 	st := teststore.SQLite(t)
 	tc := &mocks.Client{}
 	tc.On("CheckHealth", mock.Anything, mock.Anything).Return(&client.CheckHealthResponse{}, nil).Maybe()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rec := &lifecycle.Recorder{}
+	b := band.NewLocal(st, rec, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = b.Run(ctx) }()
 	srv, err := New(Config{
-		Store: st, Temporal: tc, Token: testToken, Version: "test",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store: st, Temporal: tc, Band: b, Lifecycle: rec, Token: testToken, Version: "test", Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, srv: srv, store: st, temporal: tc}
+	return &harness{t: t, srv: srv, store: st, temporal: tc, band: b, lifecycle: rec}
 }
 
 type response struct {

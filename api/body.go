@@ -112,17 +112,7 @@ func unknownFields(t reflect.Type, raw json.RawMessage, prefix string, vs *domai
 		return // not an object: json.Unmarshal reports the type mismatch
 	}
 	fields := map[string]reflect.Type{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if !f.IsExported() || name == "-" {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		fields[name] = f.Type
-	}
+	jsonFields(t, fields)
 	keys := make([]string, 0, len(obj))
 	for k := range obj {
 		keys = append(keys, k)
@@ -135,5 +125,28 @@ func unknownFields(t reflect.Type, raw json.RawMessage, prefix string, vs *domai
 			continue
 		}
 		unknownFields(ft, obj[k], prefix+k+".", vs)
+	}
+}
+
+// jsonFields collects the JSON names of a struct's fields, with those of embedded structs
+// promoted as encoding/json promotes them.
+func jsonFields(t reflect.Type, fields map[string]reflect.Type) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			jsonFields(f.Type, fields)
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f.Type
 	}
 }

@@ -16,6 +16,7 @@ const (
 	CodeValidation       = "validation"
 	CodeMalformedBody    = "malformed_body"
 	CodeUnauthorized     = "unauthorized"
+	CodeForbidden        = "forbidden"
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeConflict         = "conflict"
@@ -92,6 +93,13 @@ func toError(err error) *Error {
 		return ve
 	}
 	switch {
+	case errors.Is(err, domain.ErrPrecondition):
+		e := &Error{Status: http.StatusUnprocessableEntity, Code: CodePrecondition, Message: "the request cannot be carried out now", Cause: err}
+		var pe *domain.PreconditionError
+		if errors.As(err, &pe) {
+			e.Message = pe.Reason
+		}
+		return e
 	case errors.Is(err, store.ErrNotFound):
 		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "not found", Cause: err}
 	case errors.Is(err, store.ErrConflict), errors.Is(err, domain.ErrInvalidTransition):

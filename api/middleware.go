@@ -2,6 +2,7 @@ package api
 
 import (
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -10,6 +11,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
 )
 
 const (
@@ -62,15 +66,80 @@ func (s *Server) recovery(c *gin.Context) {
 	c.Next()
 }
 
-// requireOperator admits requests that carry the operator token as a bearer token.
-func (s *Server) requireOperator(c *gin.Context) {
+const principalKey = "jam.principal"
+
+// principal is who a request speaks for: the operator, or one attached agent by its key.
+type principal struct {
+	operator bool
+	agent    *domain.Agent
+}
+
+// authenticate resolves the bearer token to the operator or an attached agent.
+func (s *Server) authenticate(c *gin.Context) (principal, bool) {
 	token, ok := bearer(c.GetHeader("Authorization"))
-	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.Token)) != 1 {
-		c.Header("WWW-Authenticate", `Bearer realm="jam"`)
-		s.writeError(c, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "a valid bearer token is required"})
+	if !ok {
+		return principal{}, false
+	}
+	if subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.Token)) == 1 {
+		return principal{operator: true}, true
+	}
+	if !domain.LooksLikeAgentKey(token) {
+		return principal{}, false
+	}
+	a, err := s.cfg.Store.AgentByKeyHash(c, domain.HashAgentKey(token))
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("agent key lookup failed", "request_id", requestID(c), "error", err)
+		}
+		return principal{}, false
+	}
+	return principal{agent: &a}, true
+}
+
+func (s *Server) unauthorized(c *gin.Context) {
+	c.Header("WWW-Authenticate", `Bearer realm="jam"`)
+	s.writeError(c, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "a valid bearer token is required"})
+}
+
+// requireOperator admits requests that carry the operator token.
+func (s *Server) requireOperator(c *gin.Context) {
+	p, ok := s.authenticate(c)
+	switch {
+	case !ok:
+		s.unauthorized(c)
+	case !p.operator:
+		s.writeError(c, &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: "this route needs the operator token"})
+	default:
+		c.Set(principalKey, p)
+		c.Next()
+	}
+}
+
+// requireAnyone admits the operator and attached agents; handlers check what each may do.
+func (s *Server) requireAnyone(c *gin.Context) {
+	p, ok := s.authenticate(c)
+	if !ok {
+		s.unauthorized(c)
 		return
 	}
+	c.Set(principalKey, p)
 	c.Next()
+}
+
+func principalOf(c *gin.Context) principal {
+	p, _ := c.Get(principalKey)
+	pr, _ := p.(principal)
+	return pr
+}
+
+// agentPrincipal returns the calling agent, or a 403 for the operator: settling and receiving
+// are an agent's own acts and need its key.
+func agentPrincipal(c *gin.Context) (domain.Agent, error) {
+	p := principalOf(c)
+	if p.agent == nil {
+		return domain.Agent{}, &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: "this route needs the agent's own API key"}
+	}
+	return *p.agent, nil
 }
 
 func bearer(header string) (string, bool) {

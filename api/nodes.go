@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -120,11 +121,13 @@ func (s *Server) probeNode(c *gin.Context) error {
 		// A node whose worker is gone times the activity out; with no worker on the shared
 		// queue either, the workflow never runs and our own deadline ends the wait.
 		var (
-			timeout *temporal.TimeoutError
-			failed  *temporal.ActivityError
+			timeout  *temporal.TimeoutError
+			deadline *serviceerror.DeadlineExceeded
+			failed   *temporal.ActivityError
 		)
 		switch {
-		case errors.As(err, &timeout) || ctx.Err() != nil:
+		// The long poll for the result may end on the RPC deadline a moment before ctx's.
+		case errors.As(err, &timeout), errors.As(err, &deadline), ctx.Err() != nil:
 			return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout,
 				Message: fmt.Sprintf("node %s did not answer within %s", n.Name, workflows.NodeProbeTimeout), Cause: err}
 		case errors.As(err, &failed):

@@ -10,6 +10,9 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/sdk/client"
 
+	"github.com/jam-dev/jam/internal/band"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/lifecycle"
 	"github.com/jam-dev/jam/internal/store"
 )
 
@@ -17,6 +20,9 @@ import (
 type Config struct {
 	Store    *store.Store
 	Temporal client.Client
+	Band     band.Band
+	// Lifecycle is told about run intent and agent deletion (membership goes through Band).
+	Lifecycle lifecycle.Starter
 	// Token is the operator's bearer token.
 	Token   string
 	Version string
@@ -34,8 +40,8 @@ func init() { gin.SetMode(gin.ReleaseMode) }
 
 // New builds the router.
 func New(cfg Config) (*Server, error) {
-	if cfg.Store == nil || cfg.Temporal == nil || cfg.Logger == nil {
-		return nil, errors.New("api: store, temporal client and logger are required")
+	if cfg.Store == nil || cfg.Temporal == nil || cfg.Band == nil || cfg.Lifecycle == nil || cfg.Logger == nil {
+		return nil, errors.New("api: store, temporal client, band, lifecycle and logger are required")
 	}
 	if cfg.Token == "" {
 		return nil, errors.New("api: an operator token is required")
@@ -58,13 +64,43 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/readyz", s.handler(s.readyz))
 	e.GET("/v1/openapi.json", s.handler(s.openAPI))
 
-	v1 := e.Group("/v1", s.requireOperator)
-	v1.GET("/nodes", s.handler(s.listNodes))
-	v1.GET("/nodes/:name", s.handler(s.getNode))
-	v1.POST("/nodes/:name/probe", s.handler(s.probeNode))
-	v1.GET("/settings", s.handler(s.listSettings))
-	v1.GET("/settings/:key", s.handler(s.getSetting))
-	v1.PUT("/settings/:key", s.handler(s.putSetting))
+	op := e.Group("/v1", s.requireOperator)
+	op.GET("/nodes", s.handler(s.listNodes))
+	op.GET("/nodes/:name", s.handler(s.getNode))
+	op.POST("/nodes/:name/probe", s.handler(s.probeNode))
+	op.GET("/settings", s.handler(s.listSettings))
+	op.GET("/settings/:key", s.handler(s.getSetting))
+	op.PUT("/settings/:key", s.handler(s.putSetting))
+
+	op.POST("/agents", s.handler(s.createAgent))
+	op.GET("/agents", s.handler(s.listAgents))
+	op.GET("/agents/:id", s.handler(s.getAgent))
+	op.PATCH("/agents/:id", s.handler(s.patchAgent))
+	op.DELETE("/agents/:id", s.handler(s.deleteAgent))
+	op.POST("/agents/:id/stop", s.handler(s.runIntent(domain.RunIntentStopped, false)))
+	op.POST("/agents/:id/start", s.handler(s.runIntent(domain.RunIntentRunning, false)))
+	op.POST("/agents/:id/restart", s.handler(s.runIntent(domain.RunIntentRunning, true)))
+	op.POST("/agents/:id/templates", s.handler(s.createTemplate))
+	op.GET("/agents/:id/templates", s.handler(s.listTemplates))
+	op.GET("/templates/:id", s.handler(s.getTemplate))
+	op.PUT("/templates/:id", s.handler(s.saveTemplate))
+
+	op.POST("/rooms", s.handler(s.createRoom))
+	op.GET("/rooms", s.handler(s.listRooms))
+	op.GET("/rooms/:id", s.handler(s.getRoom))
+	op.POST("/rooms/:id/participants", s.handler(s.addParticipant))
+	op.DELETE("/rooms/:id/participants/:participant_id", s.handler(s.removeParticipant))
+	op.GET("/rooms/:id/messages", s.handler(s.listMessages))
+	op.GET("/events", s.handler(s.streamEvents))
+	op.GET("/sessions", s.handler(s.listSessions))
+	op.GET("/sessions/:id", s.handler(s.getSession))
+
+	// Routes an attached agent reaches with its own key (posting also with the operator's).
+	agentOrOp := e.Group("/v1", s.requireAnyone)
+	agentOrOp.POST("/rooms/:id/messages", s.handler(s.postMessage))
+	agentOrOp.POST("/agents/:id/receive", s.handler(s.receive))
+	agentOrOp.POST("/messages/:id/reply", s.handler(s.reply))
+	agentOrOp.POST("/messages/:id/ack", s.handler(s.ack))
 
 	s.engine = e
 	return s, nil

@@ -17,7 +17,9 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/band"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/lifecycle"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/schema"
 	"github.com/jam-dev/jam/workers"
@@ -184,6 +186,21 @@ func (a *apiServer) shutdown() error {
 	}
 	<-a.done
 	return err
+}
+
+// runBand starts the local Band's event tailer and binds memberships that lack a binding
+// (the level-triggered half of binding, for a crash between the two or a down Jam).
+func runBand(ctx context.Context, st *store.Store, starter lifecycle.Starter, log *slog.Logger) (*band.Local, error) {
+	b := band.NewLocal(st, starter, log.With("component", "band"))
+	go func() {
+		if err := b.Run(ctx); err != nil {
+			log.Error("event tailer stopped", "error", err)
+		}
+	}()
+	if err := b.BindUnbound(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // startWorkers starts a node's workers; it shares the node default (the host name) with every command.

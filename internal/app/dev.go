@@ -8,6 +8,7 @@ import (
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/devserver"
+	"github.com/jam-dev/jam/internal/lifecycle"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/workflows"
 )
@@ -85,8 +86,16 @@ func RunDev(ctx context.Context, o Options) (err error) {
 	}
 	defer wk.Stop()
 
+	// Until the RoomSession workflows exist, membership and run intent are recorded only.
+	starter := &lifecycle.Recorder{Log: log.With("component", "lifecycle")}
+	bandCtx, stopBand := context.WithCancel(context.Background())
+	defer stopBand()
+	b, err := runBand(bandCtx, st, starter, log)
+	if err != nil {
+		return err
+	}
 	srv, err := startAPI(api.Config{
-		Store: st, Temporal: tc, Token: token.Value, Version: o.Version,
+		Store: st, Temporal: tc, Band: b, Lifecycle: starter, Token: token.Value, Version: o.Version,
 		Logger: log.With("component", "api"),
 	}, o.Listen)
 	if err != nil {

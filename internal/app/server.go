@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/lifecycle"
 )
 
 // RunServer serves the API against Postgres and an external Temporal until ctx ends. It
@@ -29,8 +30,15 @@ func RunServer(ctx context.Context, o Options) error {
 		return fmt.Errorf("temporal client for %s: %w", o.TemporalAddress, err)
 	}
 	defer tc.Close()
+	starter := &lifecycle.Recorder{Log: o.Logger.With("component", "lifecycle")}
+	bandCtx, stopBand := context.WithCancel(context.Background())
+	defer stopBand()
+	b, err := runBand(bandCtx, st, starter, o.Logger)
+	if err != nil {
+		return err
+	}
 	srv, err := startAPI(api.Config{
-		Store: st, Temporal: tc, Token: token.Value, Version: o.Version,
+		Store: st, Temporal: tc, Band: b, Lifecycle: starter, Token: token.Value, Version: o.Version,
 		Logger: o.Logger.With("component", "api"),
 	}, o.Listen)
 	if err != nil {

@@ -75,3 +75,19 @@ func (e *TransitionError) Error() string {
 }
 
 func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
+
+// ErrPrecondition marks a request that is well formed but refused by the current state of
+// the world (an owned agent without a template, a poster who is not in the room).
+var ErrPrecondition = errors.New("precondition failed")
+
+// PreconditionError says which precondition failed; Reason is safe to show a user.
+type PreconditionError struct{ Reason string }
+
+func (e *PreconditionError) Error() string { return "precondition failed: " + e.Reason }
+
+func (e *PreconditionError) Unwrap() error { return ErrPrecondition }
+
+// Refuse returns a PreconditionError.
+func Refuse(format string, args ...any) error {
+	return &PreconditionError{Reason: fmt.Sprintf(format, args...)}
+}

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -25,6 +26,10 @@ type Store struct {
 	*Q
 	db      *sqlx.DB
 	dialect schema.Dialect
+	dsn     string
+
+	hooksMu    sync.Mutex
+	eventHooks []func()
 }
 
 // Q runs repository methods on the pool or on one transaction.
@@ -32,7 +37,11 @@ type Q struct {
 	x     sqlx.ExtContext
 	store *Store
 	inTx  bool
+	// appendedEvents is set when the transaction wrote to the event log.
+	appendedEvents bool
 }
+
+var errNotInTx = errors.New("must run inside a transaction")
 
 // Target is a parsed database URL.
 type Target struct {
@@ -104,7 +113,7 @@ func OpenTarget(ctx context.Context, t Target) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("connect to %s database: %w", t.Dialect, err)
 	}
-	s := &Store{db: db, dialect: t.Dialect}
+	s := &Store{db: db, dialect: t.Dialect, dsn: t.DSN}
 	s.Q = &Q{x: db, store: s}
 	return s, nil
 }
@@ -163,11 +172,15 @@ func (s *Store) tryTx(ctx context.Context, fn func(q *Q) error) (err error) {
 			_ = tx.Rollback()
 		}
 	}()
-	if err = fn(&Q{x: tx, store: s, inTx: true}); err != nil {
+	q := &Q{x: tx, store: s, inTx: true}
+	if err = fn(q); err != nil {
 		return err
 	}
 	if err = tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", classify(err))
+	}
+	if q.appendedEvents {
+		s.eventsCommitted()
 	}
 	return nil
 }

@@ -1,0 +1,204 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
+)
+
+// AgentBody is an agent as the API shows it.
+type AgentBody struct {
+	ID        uuid.UUID        `json:"id"`
+	Name      string           `json:"name"`
+	Kind      domain.AgentKind `json:"kind"`
+	Briefing  string           `json:"briefing"`
+	RunIntent domain.RunIntent `json:"run_intent"`
+	CreatedAt time.Time        `json:"created_at"`
+	UpdatedAt time.Time        `json:"updated_at"`
+	// APIKey is set once, in the response that creates an attached agent.
+	APIKey string `json:"api_key,omitempty"`
+}
+
+// AgentList is the body of GET /v1/agents.
+type AgentList struct {
+	Items []AgentBody `json:"items"`
+}
+
+func agentBody(a domain.Agent) AgentBody {
+	return AgentBody{ID: a.ID, Name: a.Name, Kind: a.Kind, Briefing: a.Briefing, RunIntent: a.RunIntent,
+		CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+}
+
+// CreateAgentRequest is the body of POST /v1/agents.
+type CreateAgentRequest struct {
+	Name     string           `json:"name"`
+	Kind     domain.AgentKind `json:"kind"`
+	Briefing string           `json:"briefing"`
+}
+
+func (r CreateAgentRequest) Validate() error {
+	var v domain.Validations
+	if err := domain.ValidateName("name", r.Name, domain.MaxNameLen); err != nil {
+		v.AddErr("name", err)
+	}
+	if r.Kind == "" {
+		v.Add("kind", "required: owned or attached")
+	}
+	if err := validateBriefing(r.Briefing); err != nil {
+		v.AddErr("briefing", err)
+	}
+	return v.Err()
+}
+
+func validateBriefing(b string) error {
+	if !utf8.ValidString(b) || len(b) > domain.MaxBriefingLen {
+		return &domain.ValidationError{Field: "briefing", Detail: "must be UTF-8 text of at most 16 KiB"}
+	}
+	return nil
+}
+
+// PatchAgentRequest is the body of PATCH /v1/agents/{id}.
+type PatchAgentRequest struct {
+	Briefing *string `json:"briefing"`
+}
+
+func (r PatchAgentRequest) Validate() error {
+	if r.Briefing == nil {
+		return &domain.ValidationError{Field: "briefing", Detail: "required (the only editable field)"}
+	}
+	return validateBriefing(*r.Briefing)
+}
+
+// uuidParam parses a path parameter that must be a UUID.
+func uuidParam(c *gin.Context, name string) (uuid.UUID, error) {
+	return domain.ParseID(name, c.Param(name))
+}
+
+func (s *Server) agentParam(c *gin.Context) (domain.Agent, error) {
+	id, err := uuidParam(c, "id")
+	if err != nil {
+		return domain.Agent{}, err
+	}
+	a, err := s.cfg.Store.GetAgent(c, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return domain.Agent{}, notFound("agent", err)
+	}
+	return a, err
+}
+
+// createAgent never changes an existing identity: a taken name is 409.
+func (s *Server) createAgent(c *gin.Context) error {
+	var req CreateAgentRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var key, hash string
+	if req.Kind == domain.AgentAttached {
+		var err error
+		if key, hash, err = domain.NewAgentKey(); err != nil {
+			return err
+		}
+	}
+	a, err := s.cfg.Store.CreateAgent(c, domain.Agent{ID: uuid.New(), Name: req.Name, Kind: req.Kind,
+		Briefing: req.Briefing, CreatedAt: time.Now()}, hash)
+	if errors.Is(err, store.ErrConflict) {
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "an agent with this name already exists", Cause: err}
+	}
+	if err != nil {
+		return err
+	}
+	body := agentBody(a)
+	body.APIKey = key
+	c.JSON(http.StatusCreated, body)
+	return nil
+}
+
+func (s *Server) listAgents(c *gin.Context) error {
+	agents, err := s.cfg.Store.ListAgents(c)
+	if err != nil {
+		return err
+	}
+	out := AgentList{Items: make([]AgentBody, len(agents))}
+	for i, a := range agents {
+		out.Items[i] = agentBody(a)
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getAgent(c *gin.Context) error {
+	a, err := s.agentParam(c)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, agentBody(a))
+	return nil
+}
+
+func (s *Server) patchAgent(c *gin.Context) error {
+	a, err := s.agentParam(c)
+	if err != nil {
+		return err
+	}
+	var req PatchAgentRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	a, err = s.cfg.Store.UpdateAgentBriefing(c, a.ID, *req.Briefing, time.Now())
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, agentBody(a))
+	return nil
+}
+
+// deleteAgent stops the agent's runtimes first, then removes its records.
+func (s *Server) deleteAgent(c *gin.Context) error {
+	a, err := s.agentParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Lifecycle.AgentDeleting(c, a.ID); err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+			Message: "the agent's runtimes could not be stopped; nothing was deleted", Cause: err}
+	}
+	if err := s.cfg.Store.DeleteAgent(c, a.ID, time.Now()); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return &Error{Status: http.StatusConflict, Code: CodeConflict,
+				Message: "the agent's runtime hosts still hold records; clean them up first", Cause: err}
+		}
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// runIntent persists the intent first, then tells the lifecycle: a kept stop survives a
+// restart of Jam because the record, not a process, says so.
+func (s *Server) runIntent(intent domain.RunIntent, restart bool) func(c *gin.Context) error {
+	return func(c *gin.Context) error {
+		a, err := s.agentParam(c)
+		if err != nil {
+			return err
+		}
+		if a.Kind != domain.AgentOwned {
+			return domain.Refuse("only owned agents have runtimes to stop or start; %s is attached", a.Name)
+		}
+		if a, err = s.cfg.Store.SetAgentRunIntent(c, a.ID, intent, time.Now()); err != nil {
+			return err
+		}
+		if err := s.cfg.Lifecycle.AgentRunIntent(c, a.ID, intent, restart); err != nil {
+			return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+				Message: "the intent is saved but the runtimes could not be reached; it will be retried", Cause: err}
+		}
+		c.JSON(http.StatusOK, agentBody(a))
+		return nil
+	}
+}

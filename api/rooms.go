@@ -1,0 +1,336 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
+)
+
+// RoomBody is a room with its active participants.
+type RoomBody struct {
+	ID           uuid.UUID         `json:"id"`
+	Name         string            `json:"name"`
+	CreatedAt    time.Time         `json:"created_at"`
+	Participants []ParticipantBody `json:"participants,omitempty"`
+}
+
+// RoomList is the body of GET /v1/rooms.
+type RoomList struct {
+	Items []RoomBody `json:"items"`
+}
+
+// ParticipantBody is a human or an agent in a room. For an owned agent, Session says which
+// runtime session the membership bound.
+type ParticipantBody struct {
+	ID        uuid.UUID              `json:"id"`
+	RoomID    uuid.UUID              `json:"room_id"`
+	Kind      domain.ParticipantKind `json:"kind"`
+	AgentID   *uuid.UUID             `json:"agent_id,omitempty"`
+	Human     string                 `json:"human,omitempty"`
+	CreatedAt time.Time              `json:"created_at"`
+	Session   *BoundSession          `json:"session,omitempty"`
+}
+
+// BoundSession is the runtime session a room membership bound.
+type BoundSession struct {
+	RuntimeSessionID uuid.UUID `json:"runtime_session_id"`
+	BindingID        uuid.UUID `json:"binding_id"`
+	Alias            string    `json:"alias"`
+	// Reused is true when re-adding the agent reactivated its earlier session.
+	Reused bool `json:"reused"`
+}
+
+func participantBody(p domain.Participant) ParticipantBody {
+	return ParticipantBody{ID: p.ID, RoomID: p.RoomID, Kind: p.Kind, AgentID: p.AgentID, Human: p.HumanName, CreatedAt: p.CreatedAt}
+}
+
+// CreateRoomRequest is the body of POST /v1/rooms.
+type CreateRoomRequest struct {
+	Name string `json:"name"`
+}
+
+func (r CreateRoomRequest) Validate() error {
+	return domain.ValidateName("name", r.Name, domain.MaxNameLen)
+}
+
+// AddParticipantRequest is the body of POST /v1/rooms/{id}/participants: exactly one of
+// agent_id and human.
+type AddParticipantRequest struct {
+	AgentID *string `json:"agent_id"`
+	Human   *string `json:"human"`
+}
+
+func (r AddParticipantRequest) Validate() error {
+	switch {
+	case (r.AgentID == nil) == (r.Human == nil):
+		return &domain.ValidationError{Field: "agent_id", Detail: "give exactly one of agent_id and human"}
+	case r.AgentID != nil:
+		_, err := domain.ParseID("agent_id", *r.AgentID)
+		return err
+	default:
+		return domain.ValidateName("human", *r.Human, domain.MaxHumanNameBytes)
+	}
+}
+
+// PostMessageRequest is the body of POST /v1/rooms/{id}/messages.
+type PostMessageRequest struct {
+	Text string `json:"text"`
+	// Author is the human the operator posts as; agents post as themselves and omit it.
+	Author string `json:"author,omitempty"`
+}
+
+func (r PostMessageRequest) Validate() error {
+	var v domain.Validations
+	if err := domain.ValidateMessageText(r.Text); err != nil {
+		v.AddErr("text", err)
+	}
+	if r.Author != "" {
+		if err := domain.ValidateName("author", r.Author, domain.MaxHumanNameBytes); err != nil {
+			v.AddErr("author", err)
+		}
+	}
+	return v.Err()
+}
+
+// MessageBody is one transcript entry.
+type MessageBody struct {
+	ID            uuid.UUID              `json:"id"`
+	Seq           int64                  `json:"seq"`
+	RoomID        uuid.UUID              `json:"room_id"`
+	AuthorKind    domain.ParticipantKind `json:"author_kind"`
+	AuthorAgentID *uuid.UUID             `json:"author_agent_id,omitempty"`
+	AuthorHuman   string                 `json:"author_human,omitempty"`
+	Text          string                 `json:"text"`
+	ReplyTo       *uuid.UUID             `json:"reply_to,omitempty"`
+	CreatedAt     time.Time              `json:"created_at"`
+}
+
+// MessageList is a page of a transcript; NextCursor is the `after` of the next page, empty
+// at the end.
+type MessageList struct {
+	Items      []MessageBody `json:"items"`
+	NextCursor string        `json:"next_cursor"`
+}
+
+func messageBody(m domain.Message) MessageBody {
+	return MessageBody{ID: m.ID, Seq: m.Seq, RoomID: m.RoomID, AuthorKind: m.AuthorKind, AuthorAgentID: m.AuthorAgentID,
+		AuthorHuman: m.AuthorHuman, Text: m.Text, ReplyTo: m.ReplyTo, CreatedAt: m.CreatedAt}
+}
+
+// Transcript paging bounds.
+const (
+	defaultPage = 100
+	maxPage     = 500
+)
+
+func (s *Server) roomParam(c *gin.Context) (domain.Room, error) {
+	id, err := uuidParam(c, "id")
+	if err != nil {
+		return domain.Room{}, err
+	}
+	r, err := s.cfg.Band.Room(c, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return domain.Room{}, notFound("room", err)
+	}
+	return r, err
+}
+
+func (s *Server) createRoom(c *gin.Context) error {
+	var req CreateRoomRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	r, err := s.cfg.Band.CreateRoom(c, req.Name)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, RoomBody{ID: r.ID, Name: r.Name, CreatedAt: r.CreatedAt})
+	return nil
+}
+
+func (s *Server) listRooms(c *gin.Context) error {
+	rooms, err := s.cfg.Band.Rooms(c)
+	if err != nil {
+		return err
+	}
+	out := RoomList{Items: make([]RoomBody, len(rooms))}
+	for i, r := range rooms {
+		out.Items[i] = RoomBody{ID: r.ID, Name: r.Name, CreatedAt: r.CreatedAt}
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getRoom(c *gin.Context) error {
+	r, err := s.roomParam(c)
+	if err != nil {
+		return err
+	}
+	ps, err := s.cfg.Band.Participants(c, r.ID)
+	if err != nil {
+		return err
+	}
+	body := RoomBody{ID: r.ID, Name: r.Name, CreatedAt: r.CreatedAt, Participants: make([]ParticipantBody, len(ps))}
+	for i, p := range ps {
+		body.Participants[i] = participantBody(p)
+	}
+	c.JSON(http.StatusOK, body)
+	return nil
+}
+
+// addParticipant is room_added. For an owned agent the same call binds the room to a
+// runtime session (materialized from its template, or the tombstone of an earlier membership).
+func (s *Server) addParticipant(c *gin.Context) error {
+	r, err := s.roomParam(c)
+	if err != nil {
+		return err
+	}
+	var req AddParticipantRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if req.Human != nil {
+		p, err := s.cfg.Band.AddHuman(c, r.ID, *req.Human)
+		if errors.Is(err, store.ErrConflict) {
+			return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "this human is already in the room", Cause: err}
+		}
+		if err != nil {
+			return err
+		}
+		c.JSON(http.StatusCreated, participantBody(p))
+		return nil
+	}
+	agentID, _ := domain.ParseID("agent_id", *req.AgentID)
+	if _, err := s.cfg.Store.GetAgent(c, agentID); errors.Is(err, store.ErrNotFound) {
+		return notFound("agent", err)
+	} else if err != nil {
+		return err
+	}
+	m, err := s.cfg.Band.AddAgent(c, r.ID, agentID)
+	if errors.Is(err, store.ErrConflict) {
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "this agent is already in the room", Cause: err}
+	}
+	if err != nil {
+		return err
+	}
+	body := participantBody(m.Participant)
+	if m.Binding != nil && m.Session != nil {
+		body.Session = &BoundSession{RuntimeSessionID: m.Binding.RuntimeSessionID, BindingID: m.Binding.ID,
+			Alias: m.Session.Alias, Reused: m.Reused}
+	}
+	c.JSON(http.StatusCreated, body)
+	return nil
+}
+
+// removeParticipant is room_removed; an owned agent's binding becomes a tombstone.
+func (s *Server) removeParticipant(c *gin.Context) error {
+	r, err := s.roomParam(c)
+	if err != nil {
+		return err
+	}
+	pid, err := uuidParam(c, "participant_id")
+	if err != nil {
+		return err
+	}
+	if _, err := s.cfg.Band.RemoveParticipant(c, r.ID, pid); errors.Is(err, store.ErrNotFound) {
+		return notFound("participant", err)
+	} else if err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// postMessage posts as a human with the operator token, or as itself with an agent's key.
+func (s *Server) postMessage(c *gin.Context) error {
+	r, err := s.roomParam(c)
+	if err != nil {
+		return err
+	}
+	var req PostMessageRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	m := domain.Message{RoomID: r.ID, Text: req.Text}
+	if p := principalOf(c); p.agent != nil {
+		if req.Author != "" {
+			return validationError(domain.Validations{{Field: "author", Detail: "an agent posts as itself; omit author"}})
+		}
+		m.AuthorKind, m.AuthorAgentID = domain.ParticipantAgent, &p.agent.ID
+	} else {
+		m.AuthorKind, m.AuthorHuman = domain.ParticipantHuman, req.Author
+		if m.AuthorHuman == "" {
+			if m.AuthorHuman, err = s.soleHuman(c, r.ID); err != nil {
+				return err
+			}
+		}
+	}
+	posted, err := s.cfg.Band.Post(c, m)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, messageBody(posted))
+	return nil
+}
+
+// soleHuman is the author an operator's post defaults to: the room's only human.
+func (s *Server) soleHuman(c *gin.Context, room uuid.UUID) (string, error) {
+	ps, err := s.cfg.Band.Participants(c, room)
+	if err != nil {
+		return "", err
+	}
+	var humans []string
+	for _, p := range ps {
+		if p.Kind == domain.ParticipantHuman {
+			humans = append(humans, p.HumanName)
+		}
+	}
+	if len(humans) != 1 {
+		return "", validationError(domain.Validations{{Field: "author",
+			Detail: "required unless the room has exactly one human participant"}})
+	}
+	return humans[0], nil
+}
+
+func (s *Server) listMessages(c *gin.Context) error {
+	r, err := s.roomParam(c)
+	if err != nil {
+		return err
+	}
+	var v domain.Validations
+	after := int64(0)
+	if a := c.Query("after"); a != "" {
+		if after, err = strconv.ParseInt(a, 10, 64); err != nil || after < 0 {
+			v.Add("after", "must be a cursor from next_cursor (a non-negative integer)")
+		}
+	}
+	limit := defaultPage
+	if l := c.Query("limit"); l != "" {
+		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > maxPage {
+			v.Add("limit", "must be between 1 and "+strconv.Itoa(maxPage))
+		}
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	msgs, err := s.cfg.Band.Messages(c, r.ID, after, limit)
+	if err != nil {
+		return err
+	}
+	out := MessageList{Items: make([]MessageBody, len(msgs))}
+	for i, m := range msgs {
+		out.Items[i] = messageBody(m)
+	}
+	if len(msgs) == limit {
+		out.NextCursor = strconv.FormatInt(msgs[len(msgs)-1].Seq, 10)
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,195 @@
+package band
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/lifecycle"
+	"github.com/jam-dev/jam/internal/store"
+)
+
+// Band is what the API needs of rooms, messages and the inbound queue.
+type Band interface {
+	CreateRoom(ctx context.Context, name string) (domain.Room, error)
+	Room(ctx context.Context, id uuid.UUID) (domain.Room, error)
+	Rooms(ctx context.Context) ([]domain.Room, error)
+	Participants(ctx context.Context, room uuid.UUID) ([]domain.Participant, error)
+	// AddAgent is room_added: for an owned agent it also binds the room and starts the runtime.
+	AddAgent(ctx context.Context, room, agent uuid.UUID) (store.Membership, error)
+	AddHuman(ctx context.Context, room uuid.UUID, name string) (domain.Participant, error)
+	// RemoveParticipant is room_removed: an owned agent's binding becomes a tombstone.
+	RemoveParticipant(ctx context.Context, room, participant uuid.UUID) (store.Membership, error)
+	Post(ctx context.Context, m domain.Message) (domain.Message, error)
+	Messages(ctx context.Context, room uuid.UUID, after int64, limit int) ([]domain.Message, error)
+	// Receive waits up to wait for the agent's next message on lease (nil when none came).
+	Receive(ctx context.Context, agent uuid.UUID, lease uuid.UUID, wait time.Duration) (*store.Claim, error)
+	Settle(ctx context.Context, agent, message uuid.UUID, how domain.Settlement, text string) (domain.Inbound, *domain.Message, error)
+	Subscribe(f store.EventFilter, buf int) *Subscription
+}
+
+// Local is the Band kept in Jam's own store.
+type Local struct {
+	store     *store.Store
+	hub       *Hub
+	lifecycle lifecycle.Starter
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+var _ Band = (*Local)(nil)
+
+// NewLocal builds the local Band; Run must be running for subscriptions and receives to
+// wake on new events.
+func NewLocal(st *store.Store, starter lifecycle.Starter, log *slog.Logger) *Local {
+	return &Local{store: st, hub: NewHub(st, log), lifecycle: starter, log: log, now: time.Now}
+}
+
+// Run tails the event log until ctx ends.
+func (l *Local) Run(ctx context.Context) error { return l.hub.Run(ctx) }
+
+// Hub is the event fan-out.
+func (l *Local) Hub() *Hub { return l.hub }
+
+func (l *Local) CreateRoom(ctx context.Context, name string) (domain.Room, error) {
+	return l.store.CreateRoom(ctx, domain.Room{ID: uuid.New(), Name: name, CreatedAt: l.now()})
+}
+
+func (l *Local) Room(ctx context.Context, id uuid.UUID) (domain.Room, error) {
+	return l.store.GetRoom(ctx, id)
+}
+
+func (l *Local) Rooms(ctx context.Context) ([]domain.Room, error) { return l.store.ListRooms(ctx) }
+
+func (l *Local) Participants(ctx context.Context, room uuid.UUID) ([]domain.Participant, error) {
+	return l.store.ListParticipants(ctx, room)
+}
+
+func (l *Local) AddAgent(ctx context.Context, room, agent uuid.UUID) (store.Membership, error) {
+	m, err := l.store.AddAgentToRoom(ctx, room, agent, l.now())
+	if err != nil {
+		return m, err
+	}
+	l.notifyBound(ctx, m)
+	return m, nil
+}
+
+// notifyBound tells the lifecycle about a binding after it is durable. A failure here does
+// not undo the membership: BindUnbound and the reconciler heal a runtime that did not start.
+func (l *Local) notifyBound(ctx context.Context, m store.Membership) {
+	if m.Binding == nil || !m.Binding.Active {
+		return
+	}
+	if err := l.lifecycle.RoomBound(ctx, *m.Binding); err != nil {
+		l.log.Warn("runtime start after binding failed; it will be retried", "room", m.Binding.RoomID,
+			"runtime_session", m.Binding.RuntimeSessionID, "error", err)
+	}
+}
+
+func (l *Local) AddHuman(ctx context.Context, room uuid.UUID, name string) (domain.Participant, error) {
+	return l.store.AddHumanToRoom(ctx, room, name, l.now())
+}
+
+func (l *Local) RemoveParticipant(ctx context.Context, room, participant uuid.UUID) (store.Membership, error) {
+	m, err := l.store.RemoveParticipant(ctx, room, participant, l.now())
+	if err != nil {
+		return m, err
+	}
+	if m.Binding != nil {
+		if err := l.lifecycle.RoomUnbound(ctx, *m.Binding); err != nil {
+			l.log.Warn("runtime stop after unbinding failed; it will be retried", "room", room,
+				"runtime_session", m.Binding.RuntimeSessionID, "error", err)
+		}
+	}
+	return m, nil
+}
+
+// BindUnbound binds every owned-agent membership that has no active binding and tells the
+// lifecycle: the level-triggered half of binding, run when Jam starts.
+func (l *Local) BindUnbound(ctx context.Context) error {
+	ps, err := l.store.UnboundMemberships(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		m, err := l.store.BindMembership(ctx, p.RoomID, *p.AgentID, l.now())
+		if err != nil {
+			// One agent without a template must not keep the others unbound.
+			l.log.Warn("cannot bind room membership", "room", p.RoomID, "agent", *p.AgentID, "error", err)
+			continue
+		}
+		l.notifyBound(ctx, m)
+	}
+	return nil
+}
+
+func (l *Local) Post(ctx context.Context, m domain.Message) (domain.Message, error) {
+	m.ID, m.CreatedAt = uuid.New(), l.now()
+	return l.store.PostMessage(ctx, m)
+}
+
+func (l *Local) Messages(ctx context.Context, room uuid.UUID, after int64, limit int) ([]domain.Message, error) {
+	return l.store.ListMessages(ctx, room, after, limit)
+}
+
+// leaseSlack keeps a waiter's claim alive a little past its wait, covering the response.
+const leaseSlack = 10 * time.Second
+
+// receivePoll re-checks the queue when no event arrives: stale leases age out by time alone.
+const receivePoll = time.Second
+
+// Receive holds a pull receiver's wait: it claims the lease (one waiter at a time), then
+// returns the agent's next message as soon as there is one, or nil after wait. The lease is
+// released when the wait ends, also when the caller goes away.
+func (l *Local) Receive(ctx context.Context, agent uuid.UUID, lease uuid.UUID, wait time.Duration) (*store.Claim, error) {
+	waiter := uuid.NewString()
+	now := l.now()
+	if err := l.store.AcquireReceiveLease(ctx, lease, agent, waiter, now.Add(wait+leaseSlack), now); err != nil {
+		return nil, err
+	}
+	defer func() {
+		// The request's context may be gone; the release must still happen.
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := l.store.ReleaseReceiveLease(rctx, lease, waiter, l.now()); err != nil {
+			l.log.Warn("receive lease release failed; it expires on its own", "lease", lease, "error", err)
+		}
+	}()
+	sub := l.hub.Subscribe(store.EventFilter{Agent: &agent}, 64)
+	defer sub.Close()
+	events := sub.C
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	poll := time.NewTicker(receivePoll)
+	defer poll.Stop()
+	for {
+		c, err := l.store.ClaimInbound(ctx, agent, lease, l.now())
+		if err == nil {
+			return &c, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline.C:
+			return nil, nil
+		case _, ok := <-events:
+			if !ok {
+				events = nil // dropped or shutting down: the poll carries on alone
+			}
+		case <-poll.C:
+		}
+	}
+}
+
+func (l *Local) Settle(ctx context.Context, agent, message uuid.UUID, how domain.Settlement, text string) (domain.Inbound, *domain.Message, error) {
+	return l.store.Settle(ctx, agent, message, how, text, l.now())
+}
+
+func (l *Local) Subscribe(f store.EventFilter, buf int) *Subscription { return l.hub.Subscribe(f, buf) }

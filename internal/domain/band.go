@@ -1,0 +1,190 @@
+package domain
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// ParticipantKind says who a room participant is.
+type ParticipantKind string
+
+const (
+	ParticipantHuman ParticipantKind = "human"
+	ParticipantAgent ParticipantKind = "agent"
+)
+
+var ParticipantKinds = NewEnum("participant_kind", ParticipantHuman, ParticipantAgent)
+
+func (v *ParticipantKind) UnmarshalText(b []byte) error { return unmarshalEnum(ParticipantKinds, b, v) }
+
+// InboundState is the state of one message in one agent's durable inbound queue.
+type InboundState string
+
+const (
+	InboundQueued    InboundState = "queued"
+	InboundDelivered InboundState = "delivered"
+	InboundSettled   InboundState = "settled"
+)
+
+var InboundStates = NewEnum("inbound_state", InboundQueued, InboundDelivered, InboundSettled)
+
+func (v *InboundState) UnmarshalText(b []byte) error { return unmarshalEnum(InboundStates, b, v) }
+
+// Settlement is how an agent settled an inbound message.
+type Settlement string
+
+const (
+	SettledReply Settlement = "reply"
+	SettledAck   Settlement = "ack"
+)
+
+var Settlements = NewEnum("settlement", SettledReply, SettledAck)
+
+func (v *Settlement) UnmarshalText(b []byte) error { return unmarshalEnum(Settlements, b, v) }
+
+// EventKind names an entry of the event log streamed by GET /v1/events.
+type EventKind string
+
+const (
+	EventAgentCreated   EventKind = "agent_created"
+	EventAgentUpdated   EventKind = "agent_updated"
+	EventAgentDeleted   EventKind = "agent_deleted"
+	EventAgentRunIntent EventKind = "agent_run_intent"
+	EventRoomCreated    EventKind = "room_created"
+	// EventRoomAdded and EventRoomRemoved are membership changes; for an owned agent they
+	// are what binds and unbinds its runtime.
+	EventRoomAdded      EventKind = "room_added"
+	EventRoomRemoved    EventKind = "room_removed"
+	EventSessionBound   EventKind = "session_bound"
+	EventMessagePosted  EventKind = "message_posted"
+	EventInboundQueued  EventKind = "inbound_queued"
+	EventMessageSettled EventKind = "message_settled"
+	EventTemplateSaved  EventKind = "template_saved"
+)
+
+var EventKinds = NewEnum("event_kind",
+	EventAgentCreated, EventAgentUpdated, EventAgentDeleted, EventAgentRunIntent, EventRoomCreated,
+	EventRoomAdded, EventRoomRemoved, EventSessionBound, EventMessagePosted, EventInboundQueued,
+	EventMessageSettled, EventTemplateSaved)
+
+func (v *EventKind) UnmarshalText(b []byte) error { return unmarshalEnum(EventKinds, b, v) }
+
+// Agent is one local agent identity.
+type Agent struct {
+	ID        uuid.UUID
+	Name      string
+	Kind      AgentKind
+	Briefing  string
+	RunIntent RunIntent
+	// HasAPIKey is true for attached agents, whose key is stored only as a hash.
+	HasAPIKey bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Room is a chat room.
+type Room struct {
+	ID        uuid.UUID
+	Name      string
+	CreatedAt time.Time
+}
+
+// Participant is a human or an agent in a room.
+type Participant struct {
+	ID        uuid.UUID
+	RoomID    uuid.UUID
+	Kind      ParticipantKind
+	AgentID   *uuid.UUID
+	HumanName string
+	Active    bool
+	CreatedAt time.Time
+	RemovedAt *time.Time
+}
+
+// Message is one entry of a room's durable transcript.
+type Message struct {
+	ID            uuid.UUID
+	Seq           int64
+	RoomID        uuid.UUID
+	AuthorKind    ParticipantKind
+	AuthorAgentID *uuid.UUID
+	AuthorHuman   string
+	Text          string
+	// ReplyTo is the message this one settles as a reply.
+	ReplyTo   *uuid.UUID
+	CreatedAt time.Time
+}
+
+// Inbound is one message in one agent's queue.
+type Inbound struct {
+	AgentID        uuid.UUID
+	MessageID      uuid.UUID
+	RoomID         uuid.UUID
+	Seq            int64
+	State          InboundState
+	Settlement     Settlement
+	ReplyMessageID *uuid.UUID
+	LeaseID        *uuid.UUID
+	DeliveryCount  int
+	CreatedAt      time.Time
+	DeliveredAt    *time.Time
+	SettledAt      *time.Time
+}
+
+// Event is one entry of the event log.
+type Event struct {
+	ID        int64
+	Kind      EventKind
+	RoomID    *uuid.UUID
+	AgentID   *uuid.UUID
+	Payload   json.RawMessage
+	CreatedAt time.Time
+}
+
+// Limits of names and message texts.
+const (
+	MaxNameLen        = 80
+	MaxBriefingLen    = 16 << 10
+	MaxMessageBytes   = 64 << 10
+	MaxHumanNameBytes = 64
+)
+
+var namePattern = regexp.MustCompile(`^[\p{L}\p{N}][\p{L}\p{N} ._'-]*$`)
+
+// ValidateName checks a display name of an agent, room or human.
+func ValidateName(field, name string, max int) error {
+	if name == "" {
+		return &ValidationError{Field: field, Detail: "required"}
+	}
+	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > max || !namePattern.MatchString(name) {
+		return &ValidationError{Field: field, Detail: "must be letters, digits, spaces and . _ ' - (at most " + strconv.Itoa(max) + " characters), starting with a letter or digit"}
+	}
+	return nil
+}
+
+// ValidateMessageText checks a message body: not blank, valid UTF-8, bounded.
+func ValidateMessageText(text string) error {
+	switch {
+	case len(text) == 0 || isBlank(text):
+		return &ValidationError{Field: "text", Detail: "must not be empty"}
+	case !utf8.ValidString(text):
+		return &ValidationError{Field: "text", Detail: "must be valid UTF-8"}
+	case len(text) > MaxMessageBytes:
+		return &ValidationError{Field: "text", Detail: "at most " + strconv.Itoa(MaxMessageBytes) + " bytes"}
+	}
+	return nil
+}
+
+func isBlank(s string) bool {
+	for _, r := range s {
+		if r != ' ' && r != '\t' && r != '\n' && r != '\r' {
+			return false
+		}
+	}
+	return true
+}

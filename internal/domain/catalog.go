@@ -1,0 +1,156 @@
+package domain
+
+import "slices"
+
+// Provider is the provider family a transport speaks for.
+type Provider string
+
+const (
+	ProviderCodex    Provider = "codex"
+	ProviderCopilot  Provider = "copilot"
+	ProviderClaude   Provider = "claude"
+	ProviderACP      Provider = "acp"
+	ProviderOpenCode Provider = "opencode"
+	ProviderCursor   Provider = "cursor"
+	ProviderPull     Provider = "pull"
+)
+
+var Providers = NewEnum("provider", ProviderCodex, ProviderCopilot, ProviderClaude, ProviderACP,
+	ProviderOpenCode, ProviderCursor, ProviderPull)
+
+func (v *Provider) UnmarshalText(b []byte) error { return unmarshalEnum(Providers, b, v) }
+
+// AuthMode is how a runtime authenticates to its model provider.
+type AuthMode string
+
+const (
+	// AuthProviderLogin: the CLI's own sign-in (ChatGPT, GitHub, Claude subscription, Cursor).
+	AuthProviderLogin AuthMode = "provider_login"
+	// AuthAPIKey: an API key delivered as a Docker service secret or from the host environment.
+	AuthAPIKey AuthMode = "api_key"
+	// AuthAgentManaged: the agent configures its own providers (ACP agents, OpenCode).
+	AuthAgentManaged AuthMode = "agent_managed"
+)
+
+var AuthModes = NewEnum("auth_mode", AuthProviderLogin, AuthAPIKey, AuthAgentManaged)
+
+func (v *AuthMode) UnmarshalText(b []byte) error { return unmarshalEnum(AuthModes, b, v) }
+
+// IdlePolicy says whether the idle reaper may stop a runtime.
+type IdlePolicy string
+
+const (
+	IdleAllow     IdlePolicy = "allow"
+	IdleKeepAlive IdlePolicy = "keep_alive"
+)
+
+var IdlePolicies = NewEnum("idle_policy", IdleAllow, IdleKeepAlive)
+
+func (v *IdlePolicy) UnmarshalText(b []byte) error { return unmarshalEnum(IdlePolicies, b, v) }
+
+// SandboxCell is one structurally supported sandbox combination of a transport. A matching
+// cell proves structure only; credentials, Docker version and policy are separate gates.
+type SandboxCell struct {
+	Configuration ConfigurationSource
+	Workspace     WorkspaceSource
+	Placement     Placement
+}
+
+// TransportSpec is one row of the transport catalog.
+type TransportSpec struct {
+	Transport Transport
+	Label     string
+	// Command is the executable resolved when a template names none; Args are its defaults.
+	Command string
+	Args    []string
+	// Provider is the provider family; ProviderPull for attached agents.
+	Provider Provider
+	// AuthModes are the modes a template may choose; the first is the default.
+	AuthModes []AuthMode
+	// Settings are the keys a template's settings map may hold.
+	Settings []string
+	// Owned transports are run by Jam; the others describe attached agents.
+	Owned bool
+	// Legacy transports load from old records but are refused everywhere else.
+	Legacy bool
+	// IdlePolicy is the default idle-reap policy of the adapter.
+	IdlePolicy IdlePolicy
+	Cells      []SandboxCell
+}
+
+// sevenCells is the sandbox matrix of Codex, Copilot, Claude Code and Cursor: every
+// configuration and workspace source on a Dedicated host, and exactly one Shared cell
+// (Jam-managed, Managed workspace).
+var sevenCells = []SandboxCell{
+	{ConfigJamManaged, WorkspaceManaged, PlacementShared},
+	{ConfigJamManaged, WorkspaceManaged, PlacementDedicated},
+	{ConfigJamManaged, WorkspacePrivateHostClone, PlacementDedicated},
+	{ConfigJamManaged, WorkspaceDirectHost, PlacementDedicated},
+	{ConfigDockerEnvironment, WorkspaceManaged, PlacementDedicated},
+	{ConfigDockerEnvironment, WorkspacePrivateHostClone, PlacementDedicated},
+	{ConfigDockerEnvironment, WorkspaceDirectHost, PlacementDedicated},
+}
+
+// openCodeCells: OpenCode runs only Dedicated and only Jam-managed.
+var openCodeCells = []SandboxCell{
+	{ConfigJamManaged, WorkspaceManaged, PlacementDedicated},
+	{ConfigJamManaged, WorkspacePrivateHostClone, PlacementDedicated},
+	{ConfigJamManaged, WorkspaceDirectHost, PlacementDedicated},
+}
+
+// transportCatalog is the one table of transports; nothing else switches on a transport.
+var transportCatalog = []TransportSpec{
+	{Transport: TransportCodexAppServer, Label: "Codex", Command: "codex", Args: []string{"app-server"},
+		Provider: ProviderCodex, AuthModes: []AuthMode{AuthProviderLogin, AuthAPIKey},
+		Settings: []string{"model", "reasoning_effort", "approval_policy", "sandbox_mode"},
+		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells},
+	{Transport: TransportCopilotSDK, Label: "GitHub Copilot", Command: "copilot", Args: []string{"--headless", "--no-auto-update", "--stdio"},
+		Provider: ProviderCopilot, AuthModes: []AuthMode{AuthProviderLogin},
+		Settings: []string{"model"},
+		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells},
+	{Transport: TransportClaudeCodeCLI, Label: "Claude Code", Command: "claude",
+		Provider: ProviderClaude, AuthModes: []AuthMode{AuthProviderLogin, AuthAPIKey},
+		Settings: []string{"model", "permission_mode"},
+		Owned:    true, IdlePolicy: IdleKeepAlive, Cells: sevenCells},
+	{Transport: TransportACP, Label: "ACP agent", Command: "jam-testagent",
+		Provider: ProviderACP, AuthModes: []AuthMode{AuthAgentManaged},
+		Settings: []string{"model", "mode"},
+		Owned:    true, IdlePolicy: IdleAllow},
+	{Transport: TransportOpenCode, Label: "OpenCode", Command: "opencode", Args: []string{"acp"},
+		Provider: ProviderOpenCode, AuthModes: []AuthMode{AuthAgentManaged},
+		Settings: []string{"model", "mode"},
+		Owned:    true, IdlePolicy: IdleAllow, Cells: openCodeCells},
+	{Transport: TransportCursorACP, Label: "Cursor", Command: "cursor-agent", Args: []string{"acp"},
+		Provider: ProviderCursor, AuthModes: []AuthMode{AuthProviderLogin},
+		Settings: []string{"model"},
+		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells},
+	{Transport: TransportAttachInbox, Label: "Attached agent (pull)", Provider: ProviderPull,
+		IdlePolicy: IdleAllow},
+	{Transport: TransportPTY, Label: "Terminal (legacy)", Provider: ProviderPull, Legacy: true,
+		IdlePolicy: IdleAllow},
+}
+
+// TransportCatalog returns every catalog row in declaration order.
+func TransportCatalog() []TransportSpec { return slices.Clone(transportCatalog) }
+
+// LookupTransport returns the catalog row of a transport.
+func LookupTransport(t Transport) (TransportSpec, bool) {
+	for _, s := range transportCatalog {
+		if s.Transport == t {
+			return s, true
+		}
+	}
+	return TransportSpec{}, false
+}
+
+// HasCell reports whether the transport publishes the cell.
+func (s TransportSpec) HasCell(c SandboxCell) bool { return slices.Contains(s.Cells, c) }
+
+// ResolvePlacement is the one placement rule: a record written before placement existed ran
+// one host per session, so an absent placement is Dedicated, never silently Shared.
+func ResolvePlacement(p *Placement) Placement {
+	if p == nil || *p == "" {
+		return PlacementDedicated
+	}
+	return *p
+}

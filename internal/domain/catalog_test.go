@@ -1,0 +1,163 @@
+package domain
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestCatalogPublishesTheReferenceSandboxCells(t *testing.T) {
+	for _, spec := range TransportCatalog() {
+		var shared []SandboxCell
+		for _, c := range spec.Cells {
+			if c.Placement == PlacementShared {
+				shared = append(shared, c)
+			}
+		}
+		switch spec.Transport {
+		case TransportCodexAppServer, TransportCopilotSDK, TransportClaudeCodeCLI, TransportCursorACP:
+			if len(spec.Cells) != 7 || len(shared) != 1 ||
+				shared[0] != (SandboxCell{ConfigJamManaged, WorkspaceManaged, PlacementShared}) {
+				t.Errorf("%s: %d cells, shared %v", spec.Transport, len(spec.Cells), shared)
+			}
+		case TransportOpenCode:
+			if len(spec.Cells) != 3 || len(shared) != 0 {
+				t.Errorf("%s: %v", spec.Transport, spec.Cells)
+			}
+			for _, c := range spec.Cells {
+				if c.Configuration != ConfigJamManaged {
+					t.Errorf("%s: cell %v is not Jam-managed", spec.Transport, c)
+				}
+			}
+		default:
+			if len(spec.Cells) != 0 {
+				t.Errorf("%s publishes cells %v", spec.Transport, spec.Cells)
+			}
+		}
+		seen := map[SandboxCell]bool{}
+		for _, c := range spec.Cells {
+			if seen[c] {
+				t.Errorf("%s: duplicate cell %v", spec.Transport, c)
+			}
+			seen[c] = true
+		}
+	}
+	for _, tr := range Transports.Values() {
+		if _, ok := LookupTransport(tr); !ok {
+			t.Errorf("transport %s has no catalog row", tr)
+		}
+	}
+}
+
+func TestAbsentPlacementResolvesToDedicated(t *testing.T) {
+	shared := PlacementShared
+	empty := Placement("")
+	if ResolvePlacement(nil) != PlacementDedicated || ResolvePlacement(&empty) != PlacementDedicated ||
+		ResolvePlacement(&shared) != PlacementShared {
+		t.Fatal("placement resolution")
+	}
+}
+
+func decodeTemplate(t *testing.T, body string) (TemplateConfig, error) {
+	t.Helper()
+	var c TemplateConfig
+	if err := json.Unmarshal([]byte(body), &c); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+func TestTemplateValidationFollowsTheCatalog(t *testing.T) {
+	cases := []struct {
+		name  string
+		body  string
+		field string // "" means valid
+	}{
+		{"host-native acp", `{"alias":"default","transport":"acp","command":"/usr/local/bin/jam-testagent"}`, ""},
+		{"shared codex", `{"alias":"default","transport":"codex-app-server","sandbox":{"enabled":true},"placement":"shared_agent_host"}`, ""},
+		{"direct host claude", `{"alias":"d","transport":"claude-code-cli","sandbox":{"enabled":true,"workspace_source":"direct_host","host_path":"/src/app"}}`, ""},
+		{"docker env copilot", `{"alias":"d","transport":"copilot-sdk","sandbox":{"enabled":true,"configuration_source":"docker_environment","files":["/etc/jam/dev.sbxenv"]}}`, ""},
+		{"unknown transport", `{"alias":"d","transport":"gemini"}`, "transport"},
+		{"legacy pty", `{"alias":"d","transport":"pty"}`, "transport"},
+		{"attach inbox", `{"alias":"d","transport":"attach-inbox"}`, "transport"},
+		{"missing transport", `{"alias":"d"}`, "transport"},
+		{"bad alias", `{"alias":"Default Room","transport":"acp"}`, "alias"},
+		{"relative command", `{"alias":"d","transport":"acp","command":"bin/agent"}`, "command"},
+		{"shared with direct host", `{"alias":"d","transport":"codex-app-server","placement":"shared_agent_host","sandbox":{"enabled":true,"workspace_source":"direct_host","host_path":"/src"}}`, "sandbox"},
+		{"opencode shared", `{"alias":"d","transport":"opencode","placement":"shared_agent_host","sandbox":{"enabled":true}}`, "sandbox"},
+		{"opencode docker env", `{"alias":"d","transport":"opencode","sandbox":{"enabled":true,"configuration_source":"docker_environment","files":["/x.sbxenv"]}}`, "sandbox"},
+		{"acp sandboxed", `{"alias":"d","transport":"acp","sandbox":{"enabled":true}}`, "sandbox.enabled"},
+		{"shared host-native", `{"alias":"d","transport":"codex-app-server","placement":"shared_agent_host"}`, "placement"},
+		{"host path without clone", `{"alias":"d","transport":"codex-app-server","sandbox":{"enabled":true,"host_path":"/src"}}`, "sandbox.host_path"},
+		{"clone without path", `{"alias":"d","transport":"codex-app-server","sandbox":{"enabled":true,"workspace_source":"private_host_clone"}}`, "sandbox.host_path"},
+		{"docker env without files", `{"alias":"d","transport":"codex-app-server","sandbox":{"enabled":true,"configuration_source":"docker_environment"}}`, "sandbox.files"},
+		{"sandbox fields without sandbox", `{"alias":"d","transport":"codex-app-server","sandbox":{"workspace_source":"managed"}}`, "sandbox"},
+		{"custody key", `{"alias":"d","transport":"acp","env_allowlist":["JAM_AGENT_KEY_2"]}`, "env_allowlist[0]"},
+		{"secret in a sandbox", `{"alias":"d","transport":"codex-app-server","sandbox":{"enabled":true},"env_allowlist":["OPENAI_API_KEY"]}`, "env_allowlist[0]"},
+		{"bad env name", `{"alias":"d","transport":"acp","env_allowlist":["A-B"]}`, "env_allowlist[0]"},
+		{"unknown setting", `{"alias":"d","transport":"acp","settings":{"turbo":"yes"}}`, "settings.turbo"},
+		{"wrong auth", `{"alias":"d","transport":"copilot-sdk","auth_mode":"api_key"}`, "auth_mode"},
+		{"idle out of range", `{"alias":"d","transport":"acp","idle_secs":0}`, "idle_secs"},
+		{"unknown placement", `{"alias":"d","transport":"acp","placement":"everywhere"}`, "placement"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := decodeTemplate(t, c.body)
+			if c.field == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			vs, ok := AsValidations(err)
+			if !ok {
+				t.Fatalf("err = %v, want validations", err)
+			}
+			for _, v := range vs {
+				if v.Field == c.field && v.Detail != "" {
+					return
+				}
+			}
+			t.Fatalf("validations %v lack field %s", vs, c.field)
+		})
+	}
+}
+
+func TestHostNativeEnvAllowlistMayNameSecrets(t *testing.T) {
+	if _, err := decodeTemplate(t, `{"alias":"d","transport":"codex-app-server","env_allowlist":["OPENAI_API_KEY"]}`); err != nil {
+		t.Fatalf("a host-native runtime may inherit its provider key: %v", err)
+	}
+}
+
+func TestNormalizedTemplateWritesDefaultsOut(t *testing.T) {
+	c, err := decodeTemplate(t, `{"alias":"d","transport":"claude-code-cli","sandbox":{"enabled":true}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.Normalized()
+	if *n.Placement != PlacementDedicated || n.NetworkProfile != NetworkDeveloper || n.AuthMode != AuthProviderLogin ||
+		n.IdlePolicy != IdleKeepAlive || n.Sandbox.WorkspaceSource != WorkspaceManaged ||
+		n.Sandbox.ConfigurationSource != ConfigJamManaged || n.Args == nil {
+		t.Fatalf("normalized %+v", n)
+	}
+	if err := n.Validate(); err != nil {
+		t.Fatalf("normalized template invalid: %v", err)
+	}
+}
+
+func TestCustodyKeysAreRecognised(t *testing.T) {
+	for _, k := range []string{"JAM_AGENT_KEY", "jam_agent_key_2", "JAM_API_TOKEN"} {
+		if !IsCustodyEnvKey(k) {
+			t.Errorf("%s not recognised", k)
+		}
+	}
+	if IsCustodyEnvKey("JAM_AGENT_KEYRING") || IsCustodyEnvKey("HOME") {
+		t.Error("false positive")
+	}
+	var ve *ValidationError
+	_, err := decodeTemplate(t, `{"alias":"d","transport":"Codex"}`)
+	if !errors.As(err, &ve) || !strings.Contains(ve.Detail, "codex-app-server") {
+		t.Fatalf("unknown transport error %v", err)
+	}
+}

@@ -1,0 +1,67 @@
+package domain
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// HostSession is the routing row of one room binding: the configuration the room's runtime
+// runs with, its desired and effective generations and any pending change.
+type HostSession struct {
+	RuntimeSessionID    uuid.UUID
+	AgentID             uuid.UUID
+	TemplateID          uuid.UUID
+	Alias               string
+	RoomID              uuid.UUID
+	Config              TemplateConfig
+	DesiredGeneration   int64
+	EffectiveGeneration int64
+	PendingChange       *PendingChange
+	// ProviderSessionID is the provider thread/session the runtime session is bound to.
+	ProviderSessionID string
+	Removed           bool
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+// PendingChange is a configuration change a live runtime has not accepted yet.
+type PendingChange struct {
+	Status     PendingChangeStatus `json:"status"`
+	Generation int64               `json:"generation"`
+	Reason     string              `json:"reason,omitempty"`
+	// RecoveryTarget is the generation recovery treats as authoritative after a failure.
+	RecoveryTarget int64 `json:"recovery_target,omitempty"`
+}
+
+// Binding ties one runtime session to one room for one agent. An inactive binding is a
+// tombstone that an authoritative re-add of the same room reuses.
+type Binding struct {
+	ID               uuid.UUID
+	AgentID          uuid.UUID
+	RoomID           uuid.UUID
+	RuntimeSessionID uuid.UUID
+	Active           bool
+	Generation       int64
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+// SessionAlias names a room session made from a template: "<template alias>-<room id>".
+func SessionAlias(templateAlias string, room uuid.UUID) string {
+	return templateAlias + "-" + room.String()
+}
+
+// Presence is how a room session's runtime appears to clients.
+type Presence string
+
+const (
+	PresenceLive         Presence = "live"
+	PresenceDormant      Presence = "dormant"
+	PresenceDisconnected Presence = "disconnected"
+	PresenceUnknown      Presence = "unknown"
+)
+
+var Presences = NewEnum("presence", PresenceLive, PresenceDormant, PresenceDisconnected, PresenceUnknown)
+
+func (v *Presence) UnmarshalText(b []byte) error { return unmarshalEnum(Presences, b, v) }

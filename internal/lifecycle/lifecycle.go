@@ -1,0 +1,81 @@
+// Package lifecycle is the seam between membership and run intent, which the API and the
+// local Band change, and the runtimes that follow them. The RoomSession workflows implement
+// Starter; until they exist, Recorder stands in and records what it was asked.
+package lifecycle
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// Starter is told about every change that should start, stop or retire runtimes. Calls come
+// after the change is durable and may repeat; implementations must be idempotent.
+type Starter interface {
+	// RoomBound: an owned agent's room binding is active (new, reused or unchanged).
+	RoomBound(ctx context.Context, b domain.Binding) error
+	// RoomUnbound: the binding became an inactive tombstone; the runtime must stop.
+	RoomUnbound(ctx context.Context, b domain.Binding) error
+	// AgentRunIntent: the agent's persisted run intent changed (stop, start or restart).
+	AgentRunIntent(ctx context.Context, agent uuid.UUID, intent domain.RunIntent, restart bool) error
+	// AgentDeleting: stop every runtime of the agent before its records are deleted.
+	AgentDeleting(ctx context.Context, agent uuid.UUID) error
+}
+
+// Call is one recorded Starter call.
+type Call struct {
+	Method  string
+	Binding domain.Binding
+	Agent   uuid.UUID
+	Intent  domain.RunIntent
+	Restart bool
+}
+
+// Recorder is the Starter used until the RoomSession workflows exist: it starts nothing,
+// logs each call and keeps it for inspection.
+type Recorder struct {
+	Log   *slog.Logger
+	mu    sync.Mutex
+	calls []Call
+}
+
+func (r *Recorder) record(c Call) {
+	r.mu.Lock()
+	r.calls = append(r.calls, c)
+	r.mu.Unlock()
+	if r.Log != nil {
+		r.Log.Info("lifecycle (recorded, no runtime started)", "call", c.Method, "agent", c.Agent,
+			"runtime_session", c.Binding.RuntimeSessionID, "room", c.Binding.RoomID)
+	}
+}
+
+func (r *Recorder) RoomBound(_ context.Context, b domain.Binding) error {
+	r.record(Call{Method: "RoomBound", Binding: b, Agent: b.AgentID})
+	return nil
+}
+
+func (r *Recorder) RoomUnbound(_ context.Context, b domain.Binding) error {
+	r.record(Call{Method: "RoomUnbound", Binding: b, Agent: b.AgentID})
+	return nil
+}
+
+func (r *Recorder) AgentRunIntent(_ context.Context, agent uuid.UUID, intent domain.RunIntent, restart bool) error {
+	r.record(Call{Method: "AgentRunIntent", Agent: agent, Intent: intent, Restart: restart})
+	return nil
+}
+
+func (r *Recorder) AgentDeleting(_ context.Context, agent uuid.UUID) error {
+	r.record(Call{Method: "AgentDeleting", Agent: agent})
+	return nil
+}
+
+// Calls returns a copy of every call so far.
+func (r *Recorder) Calls() []Call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Call(nil), r.calls...)
+}

@@ -1,0 +1,259 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+type messageRow struct {
+	ID            uuid.UUID  `db:"id"`
+	Seq           int64      `db:"seq"`
+	RoomID        uuid.UUID  `db:"room_id"`
+	AuthorKind    string     `db:"author_kind"`
+	AuthorAgentID *uuid.UUID `db:"author_agent_id"`
+	AuthorHuman   *string    `db:"author_human"`
+	Text          string     `db:"text"`
+	ReplyTo       *uuid.UUID `db:"reply_to"`
+	CreatedAt     time.Time  `db:"created_at"`
+}
+
+func (r messageRow) domain() domain.Message {
+	m := domain.Message{ID: r.ID, Seq: r.Seq, RoomID: r.RoomID, AuthorKind: domain.ParticipantKind(r.AuthorKind),
+		AuthorAgentID: r.AuthorAgentID, Text: r.Text, ReplyTo: r.ReplyTo, CreatedAt: utc(r.CreatedAt)}
+	if r.AuthorHuman != nil {
+		m.AuthorHuman = *r.AuthorHuman
+	}
+	return m
+}
+
+// messageEvent is the payload of message_posted.
+type messageEvent struct {
+	ID            uuid.UUID              `json:"id"`
+	Seq           int64                  `json:"seq"`
+	AuthorKind    domain.ParticipantKind `json:"author_kind"`
+	AuthorAgentID *uuid.UUID             `json:"author_agent_id,omitempty"`
+	AuthorHuman   string                 `json:"author_human,omitempty"`
+	Text          string                 `json:"text"`
+	ReplyTo       *uuid.UUID             `json:"reply_to,omitempty"`
+	Recipients    []uuid.UUID            `json:"recipients"`
+}
+
+// PostMessage appends a message to a room's transcript and queues one inbound row for every
+// agent participant other than the author, all in one transaction. The author must be an
+// active participant.
+func (q *Q) PostMessage(ctx context.Context, m domain.Message) (domain.Message, error) {
+	m.CreatedAt = domain.Timestamp(m.CreatedAt)
+	err := q.atomic(ctx, func(q *Q) error {
+		var err error
+		m, err = q.postMessage(ctx, m)
+		return err
+	})
+	if err != nil {
+		return domain.Message{}, fmt.Errorf("post to room %s: %w", m.RoomID, err)
+	}
+	return m, nil
+}
+
+func (q *Q) postMessage(ctx context.Context, m domain.Message) (domain.Message, error) {
+	if _, err := q.GetRoom(ctx, m.RoomID); err != nil {
+		return m, err
+	}
+	participants, err := q.ListParticipants(ctx, m.RoomID)
+	if err != nil {
+		return m, err
+	}
+	author := false
+	var recipients []uuid.UUID
+	for _, p := range participants {
+		switch {
+		case p.Kind == domain.ParticipantAgent && m.AuthorKind == domain.ParticipantAgent && *p.AgentID == *m.AuthorAgentID:
+			author = true
+		case p.Kind == domain.ParticipantHuman && m.AuthorKind == domain.ParticipantHuman && p.HumanName == m.AuthorHuman:
+			author = true
+		}
+		if p.Kind == domain.ParticipantAgent && !(m.AuthorAgentID != nil && *p.AgentID == *m.AuthorAgentID) {
+			recipients = append(recipients, *p.AgentID)
+		}
+	}
+	if !author {
+		return m, domain.Refuse("the author is not a participant of this room")
+	}
+	if m.Seq, err = q.nextSeq(ctx, "messages", 1); err != nil {
+		return m, err
+	}
+	var human *string
+	if m.AuthorKind == domain.ParticipantHuman {
+		human = &m.AuthorHuman
+	}
+	if _, err := q.exec(ctx, `
+INSERT INTO messages (id, seq, room_id, author_kind, author_agent_id, author_human, text, reply_to, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.ID, m.Seq, m.RoomID, m.AuthorKind, m.AuthorAgentID, human, m.Text, m.ReplyTo, m.CreatedAt); err != nil {
+		return m, err
+	}
+	events := []domain.Event{NewEvent(domain.EventMessagePosted, &m.RoomID, m.AuthorAgentID, messageEvent{
+		ID: m.ID, Seq: m.Seq, AuthorKind: m.AuthorKind, AuthorAgentID: m.AuthorAgentID, AuthorHuman: m.AuthorHuman,
+		Text: m.Text, ReplyTo: m.ReplyTo, Recipients: nonNil(recipients),
+	})}
+	for _, agent := range recipients {
+		if _, err := q.exec(ctx, `
+INSERT INTO inbound (agent_id, message_id, room_id, seq, state, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			agent, m.ID, m.RoomID, m.Seq, domain.InboundQueued, m.CreatedAt); err != nil {
+			return m, err
+		}
+		events = append(events, NewEvent(domain.EventInboundQueued, &m.RoomID, &agent,
+			map[string]any{"message_id": m.ID, "seq": m.Seq}))
+	}
+	_, err = q.appendEvents(ctx, m.CreatedAt, events...)
+	return m, err
+}
+
+func nonNil(ids []uuid.UUID) []uuid.UUID {
+	if ids == nil {
+		return []uuid.UUID{}
+	}
+	return ids
+}
+
+// GetMessage reads one message.
+func (q *Q) GetMessage(ctx context.Context, id uuid.UUID) (domain.Message, error) {
+	var r messageRow
+	if err := q.get(ctx, &r, `SELECT * FROM messages WHERE id = ?`, id); err != nil {
+		return domain.Message{}, fmt.Errorf("get message %s: %w", id, err)
+	}
+	return r.domain(), nil
+}
+
+// ListMessages pages a room's transcript in order: up to limit messages after seq `after`.
+func (q *Q) ListMessages(ctx context.Context, room uuid.UUID, after int64, limit int) ([]domain.Message, error) {
+	var rows []messageRow
+	if err := q.selectAll(ctx, &rows, `SELECT * FROM messages WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+		room, after, limit); err != nil {
+		return nil, fmt.Errorf("list messages of %s: %w", room, err)
+	}
+	out := make([]domain.Message, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out, nil
+}
+
+type inboundRow struct {
+	AgentID        uuid.UUID  `db:"agent_id"`
+	MessageID      uuid.UUID  `db:"message_id"`
+	RoomID         uuid.UUID  `db:"room_id"`
+	Seq            int64      `db:"seq"`
+	State          string     `db:"state"`
+	Settlement     *string    `db:"settlement"`
+	ReplyMessageID *uuid.UUID `db:"reply_message_id"`
+	LeaseID        *uuid.UUID `db:"lease_id"`
+	DeliveryCount  int        `db:"delivery_count"`
+	CreatedAt      time.Time  `db:"created_at"`
+	DeliveredAt    *time.Time `db:"delivered_at"`
+	SettledAt      *time.Time `db:"settled_at"`
+}
+
+func (r inboundRow) domain() domain.Inbound {
+	in := domain.Inbound{AgentID: r.AgentID, MessageID: r.MessageID, RoomID: r.RoomID, Seq: r.Seq,
+		State: domain.InboundState(r.State), ReplyMessageID: r.ReplyMessageID, LeaseID: r.LeaseID,
+		DeliveryCount: r.DeliveryCount, CreatedAt: utc(r.CreatedAt), DeliveredAt: utcPtr(r.DeliveredAt),
+		SettledAt: utcPtr(r.SettledAt)}
+	if r.Settlement != nil {
+		in.Settlement = domain.Settlement(*r.Settlement)
+	}
+	return in
+}
+
+// GetInbound reads one agent's queue row for a message.
+func (q *Q) GetInbound(ctx context.Context, agent, message uuid.UUID) (domain.Inbound, error) {
+	var r inboundRow
+	if err := q.get(ctx, &r, `SELECT * FROM inbound WHERE agent_id = ? AND message_id = ?`, agent, message); err != nil {
+		return domain.Inbound{}, fmt.Errorf("inbound %s of agent %s: %w", message, agent, err)
+	}
+	return r.domain(), nil
+}
+
+// ListUnsettled lists an agent's unsettled queue rows in message order (room optional).
+func (q *Q) ListUnsettled(ctx context.Context, agent uuid.UUID, room *uuid.UUID) ([]domain.Inbound, error) {
+	query, args := `SELECT * FROM inbound WHERE agent_id = ? AND state <> ?`, []any{agent, domain.InboundSettled}
+	if room != nil {
+		query, args = query+` AND room_id = ?`, append(args, *room)
+	}
+	var rows []inboundRow
+	if err := q.selectAll(ctx, &rows, query+` ORDER BY seq`, args...); err != nil {
+		return nil, fmt.Errorf("unsettled inbound of %s: %w", agent, err)
+	}
+	out := make([]domain.Inbound, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out, nil
+}
+
+// ErrSettledOtherwise: the message was already settled differently; a second, conflicting
+// settlement is refused.
+var ErrSettledOtherwise = fmt.Errorf("%w: the message is already settled differently", ErrConflict)
+
+// Settle settles one inbound message of an agent: a reply posts text to the room, linked to
+// its source; an ack settles without a room message. An identical retry returns the first
+// result and changes nothing.
+func (q *Q) Settle(ctx context.Context, agent, message uuid.UUID, how domain.Settlement, text string, at time.Time) (domain.Inbound, *domain.Message, error) {
+	at = domain.Timestamp(at)
+	var (
+		in    domain.Inbound
+		reply *domain.Message
+	)
+	err := q.atomic(ctx, func(q *Q) error {
+		var err error
+		if in, err = q.GetInbound(ctx, agent, message); err != nil {
+			return err
+		}
+		if in.State == domain.InboundSettled {
+			if in.Settlement != how {
+				return ErrSettledOtherwise
+			}
+			if how == domain.SettledReply {
+				prev, err := q.GetMessage(ctx, *in.ReplyMessageID)
+				if err != nil {
+					return err
+				}
+				if prev.Text != text {
+					return ErrSettledOtherwise
+				}
+				reply = &prev
+			}
+			return nil
+		}
+		if how == domain.SettledReply {
+			posted, err := q.postMessage(ctx, domain.Message{ID: uuid.New(), RoomID: in.RoomID, AuthorKind: domain.ParticipantAgent,
+				AuthorAgentID: &agent, Text: text, ReplyTo: &message, CreatedAt: at})
+			if err != nil {
+				return err
+			}
+			reply = &posted
+			in.ReplyMessageID = &posted.ID
+		}
+		if _, err := q.exec(ctx, `
+UPDATE inbound SET state = ?, settlement = ?, reply_message_id = ?, settled_at = ? WHERE agent_id = ? AND message_id = ?`,
+			domain.InboundSettled, how, in.ReplyMessageID, at, agent, message); err != nil {
+			return err
+		}
+		in.State, in.Settlement, in.SettledAt = domain.InboundSettled, how, &at
+		_, err = q.appendEvents(ctx, at, NewEvent(domain.EventMessageSettled, &in.RoomID, &agent, map[string]any{
+			"message_id": message, "settlement": how, "reply_message_id": in.ReplyMessageID,
+		}))
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrSettledOtherwise) {
+			return domain.Inbound{}, nil, err
+		}
+		return domain.Inbound{}, nil, fmt.Errorf("settle %s for agent %s: %w", message, agent, err)
+	}
+	return in, reply, nil
+}

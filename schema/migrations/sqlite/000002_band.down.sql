@@ -1,0 +1,8 @@
+DROP TABLE IF EXISTS events;
+DROP TABLE IF EXISTS receive_leases;
+DROP TABLE IF EXISTS inbound;
+DROP TABLE IF EXISTS messages;
+DROP TABLE IF EXISTS room_participants;
+DROP TABLE IF EXISTS rooms;
+DROP INDEX IF EXISTS agents_api_key_hash;
+DROP TABLE IF EXISTS counters;
