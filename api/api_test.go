@@ -29,7 +29,7 @@ import (
 const testToken = "test-operator-token"
 
 type harness struct {
-	t         *testing.T
+	t         testing.TB
 	srv       *Server
 	store     *store.Store
 	temporal  *mocks.Client
@@ -39,7 +39,12 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	st := teststore.SQLite(t)
+	return newHarnessOn(t, teststore.SQLite(t))
+}
+
+// newHarnessOn serves the API over st, with a running local Band and a mocked Temporal.
+func newHarnessOn(t testing.TB, st *store.Store) *harness {
+	t.Helper()
 	tc := &mocks.Client{}
 	tc.On("CheckHealth", mock.Anything, mock.Anything).Return(&client.CheckHealthResponse{}, nil).Maybe()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -3,6 +3,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -105,3 +106,103 @@ func IsStatus(err error, status int) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Status == status
 }
+
+// Event is one server-sent event of GET /v1/events.
+type Event struct {
+	ID   string
+	Kind string
+	Data api.EventBody
+}
+
+// Stream follows the event stream at path (e.g. /v1/events?room=…) from after (an event id,
+// or "" for now), calling fn for each event, and reconnects with Last-Event-ID when the
+// connection drops, until ctx ends or fn returns an error.
+func (c *Client) Stream(ctx context.Context, path, after string, fn func(Event) error) error {
+	delay := 250 * time.Millisecond
+	for {
+		err := c.streamOnce(ctx, path, &after, fn)
+		var (
+			apiErr *Error
+			cbErr  *callbackError
+		)
+		switch {
+		case ctx.Err() != nil, errors.Is(err, errStop):
+			return nil
+		case errors.As(err, &apiErr) && apiErr.Status < 500:
+			return err
+		case errors.As(err, &cbErr):
+			return cbErr.err
+		}
+		// A dropped connection or a server error: resume after the last event seen.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+var (
+	errStreamEnded = errors.New("event stream ended")
+	errStop        = errors.New("stop")
+)
+
+type callbackError struct{ err error }
+
+func (e *callbackError) Error() string { return e.err.Error() }
+
+func (c *Client) streamOnce(ctx context.Context, path string, after *string, fn func(Event) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Accept", "text/event-stream")
+	if *after != "" {
+		req.Header.Set("Last-Event-ID", *after)
+	}
+	// The stream is long-lived: no client timeout, the context ends it.
+	resp, err := (&http.Client{Transport: c.HTTP.Transport}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		apiErr := &Error{Status: resp.StatusCode}
+		_ = json.Unmarshal(raw, &apiErr.Body)
+		return apiErr
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 4<<20)
+	var ev Event
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			ev.ID = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			ev.Kind = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			if err := json.Unmarshal([]byte(line[6:]), &ev.Data); err != nil {
+				return fmt.Errorf("decode event: %w", err)
+			}
+		case line == "" && ev.Kind != "":
+			if err := fn(ev); err != nil {
+				if errors.Is(err, ErrStopStream) {
+					return errStop
+				}
+				return &callbackError{err}
+			}
+			if ev.ID != "" {
+				*after = ev.ID
+			}
+			ev = Event{}
+		}
+	}
+	return errStreamEnded
+}
+
+// ErrStopStream, returned by a Stream callback, ends the stream without an error.
+var ErrStopStream = errors.New("stop the stream")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -20,7 +21,10 @@ import (
 // clientFlags are the flags of every API client command.
 type clientFlags struct {
 	url, token, home string
-	json             bool
+	// key is an attached agent's API key; commands that act as an agent use it instead of
+	// the operator token.
+	key  string
+	json bool
 }
 
 func addClientFlags(cmd *cobra.Command) *clientFlags {
@@ -35,7 +39,16 @@ func addClientFlags(cmd *cobra.Command) *clientFlags {
 	return f
 }
 
+// addKeyFlag gives a command the --key flag (JAM_AGENT_KEY) to act as an attached agent.
+func addKeyFlag(cmd *cobra.Command, f *clientFlags, usage string) {
+	cmd.Flags().StringVar(&f.key, "key", "", usage)
+	bindEnv(cmd.Flags(), "key", "JAM_AGENT_KEY")
+}
+
 func (f *clientFlags) client() (*client.Client, error) {
+	if f.key != "" {
+		return client.New(f.url, f.key), nil
+	}
 	token := f.token
 	if token == "" {
 		file := domain.Layout{Root: f.home}.APITokenFile()
@@ -71,6 +84,24 @@ func render[T any](f *clientFlags, cmd *cobra.Command, raw []byte, human func(T)
 	}
 	return human(v)
 }
+
+// listCmd is a command that GETs a list and prints it as a table (or JSON with --json).
+func listCmd[T any](cf *clientFlags, use, short string, args cobra.PositionalArgs, path func([]string) string,
+	header string, rows func(T) [][]string) *cobra.Command {
+	return &cobra.Command{
+		Use: use, Short: short, Args: args,
+		RunE: func(cmd *cobra.Command, a []string) error {
+			raw, err := cf.call(cmd, http.MethodGet, path(a), nil)
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(out T) error { return table(cmd.OutOrStdout(), header, rows(out)) })
+		},
+	}
+}
+
+// fixed is a path that takes no arguments.
+func fixed(path string) func([]string) string { return func([]string) string { return path } }
 
 // printJSON pretty-prints a raw API response.
 func printJSON(w io.Writer, raw []byte) error {

@@ -15,26 +15,19 @@ func newNodeCmd(_ *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Short: "Nodes: the machines that run workers"}
 	cf := addClientFlags(cmd)
 
-	list := &cobra.Command{
-		Use: "list", Short: "List nodes with the age of their last heartbeat", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			raw, err := cf.call(cmd, http.MethodGet, "/v1/nodes", nil)
-			if err != nil {
-				return err
-			}
-			return render(cf, cmd, raw, func(out api.NodeList) error {
-				rows := make([][]string, len(out.Items))
-				for i, n := range out.Items {
-					state := "live"
-					if n.Stale {
-						state = "stale"
-					}
-					rows[i] = []string{n.Name, state, ago(n.HeartbeatAgeSeconds), n.Hostname, strconv.Itoa(n.PID), n.Version, n.TaskQueue}
+	list := listCmd(cf, "list", "List nodes with the age of their last heartbeat", cobra.NoArgs, fixed("/v1/nodes"),
+		"NAME\tSTATE\tHEARTBEAT\tHOSTNAME\tPID\tVERSION\tTASK QUEUE",
+		func(out api.NodeList) [][]string {
+			rows := make([][]string, len(out.Items))
+			for i, n := range out.Items {
+				state := "live"
+				if n.Stale {
+					state = "stale"
 				}
-				return table(cmd.OutOrStdout(), "NAME\tSTATE\tHEARTBEAT\tHOSTNAME\tPID\tVERSION\tTASK QUEUE", rows)
-			})
-		},
-	}
+				rows[i] = []string{n.Name, state, ago(n.HeartbeatAgeSeconds), n.Hostname, strconv.Itoa(n.PID), n.Version, n.TaskQueue}
+			}
+			return rows
+		})
 	show := &cobra.Command{
 		Use: "show NAME", Short: "Show one node", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

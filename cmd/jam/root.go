@@ -49,7 +49,8 @@ are a client of the REST API (JAM_URL, JAM_TOKEN).`,
 		c.GroupID = "run"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newNodeCmd(g), newSettingCmd(g)} {
+	for _, c := range []*cobra.Command{newAgentCmd(g), newTemplateCmd(g), newRoomCmd(g), newMessageCmd(g),
+		newSessionCmd(g), newNodeCmd(g), newSettingCmd(g)} {
 		c.GroupID = "client"
 		root.AddCommand(c)
 	}

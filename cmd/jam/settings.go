@@ -15,22 +15,15 @@ func newSettingCmd(_ *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "setting", Short: "Operator settings (for example runtime.defaults.idle_secs)"}
 	cf := addClientFlags(cmd)
 
-	list := &cobra.Command{
-		Use: "list", Short: "List every setting with its default and stored value", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			raw, err := cf.call(cmd, http.MethodGet, "/v1/settings", nil)
-			if err != nil {
-				return err
+	list := listCmd(cf, "list", "List every setting with its default and stored value", cobra.NoArgs, fixed("/v1/settings"),
+		"KEY\tVALUE\tDEFAULT\tDESCRIPTION",
+		func(out api.SettingList) [][]string {
+			rows := make([][]string, len(out.Items))
+			for i, s := range out.Items {
+				rows[i] = []string{s.Key, string(s.Value), string(s.Default), s.Description}
 			}
-			return render(cf, cmd, raw, func(out api.SettingList) error {
-				rows := make([][]string, len(out.Items))
-				for i, s := range out.Items {
-					rows[i] = []string{s.Key, string(s.Value), string(s.Default), s.Description}
-				}
-				return table(cmd.OutOrStdout(), "KEY\tVALUE\tDEFAULT\tDESCRIPTION", rows)
-			})
-		},
-	}
+			return rows
+		})
 	get := &cobra.Command{
 		Use: "get KEY", Short: "Show one setting", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+func newAgentCmd(_ *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "agent", Short: "Agents: owned (Jam runs them) and attached (you run them)"}
+	cf := addClientFlags(cmd)
+	path := func(id string, rest ...string) string {
+		p := "/v1/agents/" + url.PathEscape(id)
+		for _, r := range rest {
+			p += "/" + r
+		}
+		return p
+	}
+
+	var kind, briefing string
+	create := &cobra.Command{
+		Use: "create NAME", Short: "Create an agent (never changes an existing one)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := cf.call(cmd, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: args[0], Kind: domain.AgentKind(kind), Briefing: briefing})
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(a api.AgentBody) error {
+				fmt.Fprintf(cmd.OutOrStdout(), "created %s agent %s (%s)\n", a.Kind, a.Name, a.ID)
+				if a.APIKey != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "API key (shown once; give it to the agent as JAM_AGENT_KEY):\n%s\n", a.APIKey)
+				}
+				return nil
+			})
+		},
+	}
+	create.Flags().StringVar(&kind, "kind", string(domain.AgentOwned), "owned or attached")
+	create.Flags().StringVar(&briefing, "briefing", "", "operator briefing")
+
+	list := listCmd(cf, "list", "List agents", cobra.NoArgs, fixed("/v1/agents"), "ID\tNAME\tKIND\tRUN INTENT",
+		func(out api.AgentList) [][]string {
+			rows := make([][]string, len(out.Items))
+			for i, a := range out.Items {
+				rows[i] = []string{a.ID.String(), a.Name, string(a.Kind), string(a.RunIntent)}
+			}
+			return rows
+		})
+	show := &cobra.Command{
+		Use: "show ID", Short: "Show one agent", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return showJSON(cf, cmd, path(args[0])) },
+	}
+	var newBriefing string
+	edit := &cobra.Command{
+		Use: "edit ID --briefing TEXT", Short: "Edit an agent's operator briefing", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("briefing") {
+				return fmt.Errorf("--briefing is required")
+			}
+			return sendJSON(cf, cmd, http.MethodPatch, path(args[0]), api.PatchAgentRequest{Briefing: &newBriefing})
+		},
+	}
+	edit.Flags().StringVar(&newBriefing, "briefing", "", "the new briefing")
+	del := &cobra.Command{
+		Use: "delete ID", Short: "Stop an agent's runtimes and delete it", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := cf.call(cmd, http.MethodDelete, path(args[0]), nil); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "deleted", args[0])
+			return nil
+		},
+	}
+	intent := func(verb, short string) *cobra.Command {
+		return &cobra.Command{
+			Use: verb + " ID", Short: short, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				raw, err := cf.call(cmd, http.MethodPost, path(args[0], verb), nil)
+				if err != nil {
+					return err
+				}
+				return render(cf, cmd, raw, func(a api.AgentBody) error {
+					_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: run intent %s\n", a.Name, a.RunIntent)
+					return err
+				})
+			},
+		}
+	}
+
+	var lease string
+	var wait int
+	receive := &cobra.Command{
+		Use:   "receive ID",
+		Short: "Wait for an attached agent's next message (long poll, needs its --key)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := api.ReceiveRequest{WaitSeconds: &wait}
+			if lease != "" {
+				req.LeaseID = &lease
+			}
+			raw, err := cf.call(cmd, http.MethodPost, path(args[0], "receive"), req)
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(out api.ReceiveBody) error {
+				w := cmd.OutOrStdout()
+				if out.Message == nil {
+					_, err := fmt.Fprintf(w, "no message (lease %s)\n", out.LeaseID)
+					return err
+				}
+				if out.AckRequiredMessageID != nil {
+					fmt.Fprintf(w, "still unsettled, reply or ack it first:\n")
+				}
+				_, err := fmt.Fprintf(w, "message %s from %s (lease %s):\n%s\n", out.Message.ID, author(*out.Message), out.LeaseID, out.Message.Text)
+				return err
+			})
+		},
+	}
+	receive.Flags().StringVar(&lease, "lease", "", "lease to re-arm (default: a new one)")
+	receive.Flags().IntVar(&wait, "wait", 30, "seconds to wait (at most 55)")
+	addKeyFlag(receive, cf, "the agent's API key")
+
+	cmd.AddCommand(create, list, show, edit, del,
+		intent("stop", "Stop every room's runtime and keep it stopped"),
+		intent("start", "Allow the agent's runtimes to run again"),
+		intent("restart", "Restart every room's runtime"),
+		receive)
+	return cmd
+}
+
+func author(m api.MessageBody) string {
+	if m.AuthorKind == domain.ParticipantAgent && m.AuthorAgentID != nil {
+		return "agent " + m.AuthorAgentID.String()
+	}
+	return m.AuthorHuman
+}
+
+// showJSON prints one resource.
+func showJSON(cf *clientFlags, cmd *cobra.Command, path string) error {
+	raw, err := cf.call(cmd, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	return printJSON(cmd.OutOrStdout(), raw)
+}
+
+// sendJSON sends a body and prints the resource the API answers with.
+func sendJSON(cf *clientFlags, cmd *cobra.Command, method, path string, body any) error {
+	raw, err := cf.call(cmd, method, path, body)
+	if err != nil {
+		return err
+	}
+	return printJSON(cmd.OutOrStdout(), raw)
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/api/client"
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+func roomPath(id string, rest ...string) string {
+	p := "/v1/rooms/" + url.PathEscape(id)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+func newRoomCmd(_ *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "room", Short: "Rooms, their participants and transcripts"}
+	cf := addClientFlags(cmd)
+
+	create := &cobra.Command{
+		Use: "create NAME", Short: "Create a room", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := cf.call(cmd, http.MethodPost, "/v1/rooms", api.CreateRoomRequest{Name: args[0]})
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(r api.RoomBody) error {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "created room %s (%s)\n", r.Name, r.ID)
+				return err
+			})
+		},
+	}
+	list := listCmd(cf, "list", "List rooms", cobra.NoArgs, fixed("/v1/rooms"), "ID\tNAME\tCREATED",
+		func(out api.RoomList) [][]string {
+			rows := make([][]string, len(out.Items))
+			for i, r := range out.Items {
+				rows[i] = []string{r.ID.String(), r.Name, r.CreatedAt.Format("2006-01-02 15:04")}
+			}
+			return rows
+		})
+	show := &cobra.Command{
+		Use: "show ID", Short: "Show a room and its participants", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return showJSON(cf, cmd, roomPath(args[0])) },
+	}
+
+	var agentID, human string
+	add := &cobra.Command{
+		Use: "add ROOM_ID (--agent AGENT_ID | --human NAME)", Short: "Add a participant (an owned agent is bound to a runtime session)",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := api.AddParticipantRequest{}
+			if agentID != "" {
+				req.AgentID = &agentID
+			}
+			if human != "" {
+				req.Human = &human
+			}
+			raw, err := cf.call(cmd, http.MethodPost, roomPath(args[0], "participants"), req)
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(p api.ParticipantBody) error {
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "added participant %s\n", p.ID)
+				if p.Session != nil {
+					verb := "bound new"
+					if p.Session.Reused {
+						verb = "re-bound earlier"
+					}
+					fmt.Fprintf(w, "%s runtime session %s (%s)\n", verb, p.Session.RuntimeSessionID, p.Session.Alias)
+				}
+				return nil
+			})
+		},
+	}
+	add.Flags().StringVar(&agentID, "agent", "", "agent id")
+	add.Flags().StringVar(&human, "human", "", "human name")
+
+	remove := &cobra.Command{
+		Use: "remove ROOM_ID PARTICIPANT_ID", Short: "Remove a participant (an owned agent's binding is kept as a tombstone)",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := cf.call(cmd, http.MethodDelete, roomPath(args[0], "participants", url.PathEscape(args[1])), nil); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "removed", args[1])
+			return nil
+		},
+	}
+
+	var postAuthor string
+	post := &cobra.Command{
+		Use: "post ROOM_ID TEXT", Short: "Post a message as a human (operator token) or as an agent (--key)", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := cf.call(cmd, http.MethodPost, roomPath(args[0], "messages"), api.PostMessageRequest{Text: args[1], Author: postAuthor})
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(m api.MessageBody) error {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "posted %s (seq %d)\n", m.ID, m.Seq)
+				return err
+			})
+		},
+	}
+	post.Flags().StringVar(&postAuthor, "author", "", "human participant to post as (default: the room's only human)")
+	addKeyFlag(post, cf, "post as the attached agent with this API key")
+
+	var after string
+	var limit int
+	messages := &cobra.Command{
+		Use: "messages ROOM_ID", Short: "Print a page of the transcript", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q := url.Values{"limit": {strconv.Itoa(limit)}}
+			if after != "" {
+				q.Set("after", after)
+			}
+			raw, err := cf.call(cmd, http.MethodGet, roomPath(args[0], "messages")+"?"+q.Encode(), nil)
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(out api.MessageList) error {
+				w := cmd.OutOrStdout()
+				for _, m := range out.Items {
+					fmt.Fprintf(w, "[%d] %s: %s\n", m.Seq, author(m), m.Text)
+				}
+				if out.NextCursor != "" {
+					fmt.Fprintf(w, "(more: --after %s)\n", out.NextCursor)
+				}
+				return nil
+			})
+		},
+	}
+	messages.Flags().StringVar(&after, "after", "", "cursor from the previous page")
+	messages.Flags().IntVar(&limit, "limit", 100, "page size (at most 500)")
+
+	var from string
+	tail := &cobra.Command{
+		Use:   "tail ROOM_ID",
+		Short: "Follow a room's events (messages, membership) until interrupted; reconnects and resumes",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			return c.Stream(cmd.Context(), "/v1/events?room="+url.QueryEscape(args[0]), from, func(e client.Event) error {
+				if cf.json {
+					b, err := json.Marshal(e.Data)
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintln(w, string(b))
+					return err
+				}
+				return printEvent(w, e)
+			})
+		},
+	}
+	tail.Flags().StringVar(&from, "from", "", "resume after this event id (default: from now)")
+
+	cmd.AddCommand(create, list, show, add, remove, post, messages, tail)
+	return cmd
+}
+
+func printEvent(w interface{ Write([]byte) (int, error) }, e client.Event) error {
+	switch domain.EventKind(e.Kind) {
+	case domain.EventMessagePosted:
+		var m api.MessageBody
+		if err := json.Unmarshal(e.Data.Payload, &m); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(w, "[%d] %s: %s\n", m.Seq, author(m), m.Text)
+		return err
+	case domain.EventInboundQueued:
+		return nil // one per recipient: noise in a room view
+	default:
+		_, err := fmt.Fprintf(w, "-- %s %s\n", e.Kind, string(e.Data.Payload))
+		return err
+	}
+}
+
+func newMessageCmd(_ *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "message", Short: "Settle an attached agent's inbound messages (needs its --key)"}
+	cf := addClientFlags(cmd)
+	reply := &cobra.Command{
+		Use: "reply MESSAGE_ID TEXT", Short: "Reply to a message in its room", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return sendJSON(cf, cmd, http.MethodPost, "/v1/messages/"+url.PathEscape(args[0])+"/reply", api.ReplyRequest{Text: args[1]})
+		},
+	}
+	ack := &cobra.Command{
+		Use: "ack MESSAGE_ID", Short: "Settle a message without replying", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return sendJSON(cf, cmd, http.MethodPost, "/v1/messages/"+url.PathEscape(args[0])+"/ack", nil)
+		},
+	}
+	for _, c := range []*cobra.Command{reply, ack} {
+		addKeyFlag(c, cf, "the agent's API key")
+	}
+	cmd.AddCommand(reply, ack)
+	return cmd
+}
+
+func newSessionCmd(_ *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "session", Short: "Host sessions: each room's runtime configuration and generations"}
+	cf := addClientFlags(cmd)
+	var agent, room string
+	list := &cobra.Command{
+		Use: "list", Short: "List host sessions", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			if agent != "" {
+				q.Set("agent", agent)
+			}
+			if room != "" {
+				q.Set("room", room)
+			}
+			raw, err := cf.call(cmd, http.MethodGet, "/v1/sessions?"+q.Encode(), nil)
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(out api.SessionList) error {
+				rows := make([][]string, len(out.Items))
+				for i, s := range out.Items {
+					pending := "-"
+					if s.PendingChange != nil {
+						pending = string(s.PendingChange.Status)
+					}
+					rows[i] = []string{s.RuntimeSessionID.String(), s.Alias, string(s.Presence),
+						fmt.Sprintf("%d/%d", s.EffectiveGeneration, s.DesiredGeneration), pending}
+				}
+				return table(cmd.OutOrStdout(), "RUNTIME SESSION\tALIAS\tPRESENCE\tEFFECTIVE/DESIRED\tPENDING", rows)
+			})
+		},
+	}
+	list.Flags().StringVar(&agent, "agent", "", "only this agent's sessions")
+	list.Flags().StringVar(&room, "room", "", "only this room's sessions")
+	show := &cobra.Command{
+		Use: "show RUNTIME_SESSION_ID", Short: "Show one host session", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return showJSON(cf, cmd, "/v1/sessions/"+url.PathEscape(args[0]))
+		},
+	}
+	cmd.AddCommand(list, show)
+	return cmd
+}

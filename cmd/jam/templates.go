@@ -1,0 +1,158 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// templateFlags build a template from flags, or read one from a JSON file.
+type templateFlags struct {
+	file                                 string
+	alias, transport, command, placement string
+	args, env                            []string
+	sandbox                              bool
+	workspaceSource, hostPath            string
+	networkProfile                       string
+}
+
+func (f *templateFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.file, "file", "", "the template as JSON (- for stdin); the other flags are ignored")
+	fs.StringVar(&f.alias, "alias", "default", "template alias")
+	fs.StringVar(&f.transport, "transport", "", "transport: "+transportNames())
+	fs.StringVar(&f.command, "command", "", "absolute path of the agent executable (default: resolve the transport's)")
+	fs.StringArrayVar(&f.args, "arg", nil, "an argument (repeatable)")
+	fs.StringArrayVar(&f.env, "env", nil, "a host environment variable to pass through (repeatable)")
+	fs.StringVar(&f.placement, "placement", "", "shared_agent_host or dedicated_session_host (default dedicated)")
+	fs.BoolVar(&f.sandbox, "sandbox", false, "run inside a Docker Sandboxes microVM")
+	fs.StringVar(&f.workspaceSource, "workspace-source", "", "managed, private_host_clone or direct_host (sandboxed)")
+	fs.StringVar(&f.hostPath, "host-path", "", "checkout of a private_host_clone or direct_host workspace")
+	fs.StringVar(&f.networkProfile, "network-profile", "", "developer or production")
+}
+
+func transportNames() string {
+	var names []string
+	for _, s := range domain.TransportCatalog() {
+		if s.Owned {
+			names = append(names, string(s.Transport))
+		}
+	}
+	return fmt.Sprint(names)
+}
+
+// body returns the request body: the file as it is, or a template built from the flags.
+func (f *templateFlags) body(cmd *cobra.Command) (json.RawMessage, error) {
+	if f.file != "" {
+		var r io.Reader = cmd.InOrStdin()
+		if f.file != "-" {
+			fh, err := os.Open(f.file)
+			if err != nil {
+				return nil, err
+			}
+			defer fh.Close()
+			r = fh
+		}
+		raw, err := io.ReadAll(io.LimitReader(r, 1<<20))
+		if err != nil {
+			return nil, err
+		}
+		if !json.Valid(raw) {
+			return nil, fmt.Errorf("%s is not JSON", f.file)
+		}
+		return raw, nil
+	}
+	if f.transport == "" {
+		return nil, fmt.Errorf("give --transport (or --file)")
+	}
+	c := domain.TemplateConfig{
+		Alias: f.alias, Transport: domain.Transport(f.transport), Command: f.command, Args: f.args, EnvAllowlist: f.env,
+		NetworkProfile: domain.NetworkProfile(f.networkProfile),
+		Sandbox:        domain.SandboxConfig{Enabled: f.sandbox, WorkspaceSource: domain.WorkspaceSource(f.workspaceSource), HostPath: f.hostPath},
+	}
+	if f.placement != "" {
+		p := domain.Placement(f.placement)
+		c.Placement = &p
+	}
+	return json.Marshal(c)
+}
+
+func newTemplateCmd(_ *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "template", Short: "Runtime templates of owned agents: how their runtimes launch"}
+	cf := addClientFlags(cmd)
+
+	var cflags templateFlags
+	create := &cobra.Command{
+		Use:   "create AGENT_ID",
+		Short: "Create a template, validated against the transport catalog",
+		Example: `  jam template create $AGENT --transport acp --command /usr/local/bin/jam-testagent
+  jam template create $AGENT --transport codex-app-server --sandbox --placement shared_agent_host
+  jam template create $AGENT --file template.json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body, err := cflags.body(cmd)
+			if err != nil {
+				return err
+			}
+			raw, err := cf.call(cmd, http.MethodPost, "/v1/agents/"+url.PathEscape(args[0])+"/templates", body)
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(t api.TemplateBody) error {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "created template %s (%s, %s, %s) at generation %d\n",
+					t.ID, t.Alias, t.Transport, domain.ResolvePlacement(t.Placement), t.DesiredGeneration)
+				return err
+			})
+		},
+	}
+	cflags.register(create)
+
+	list := listCmd(cf, "list AGENT_ID", "List an agent's templates (the first is what new rooms copy)", cobra.ExactArgs(1),
+		func(a []string) string { return "/v1/agents/" + url.PathEscape(a[0]) + "/templates" },
+		"ID\tALIAS\tTRANSPORT\tPLACEMENT\tSANDBOX\tDESIRED",
+		func(out api.TemplateList) [][]string {
+			rows := make([][]string, len(out.Items))
+			for i, t := range out.Items {
+				rows[i] = []string{t.ID.String(), t.Alias, string(t.Transport), string(domain.ResolvePlacement(t.Placement)),
+					fmt.Sprint(t.Sandbox.Enabled), fmt.Sprint(t.DesiredGeneration)}
+			}
+			return rows
+		})
+	show := &cobra.Command{
+		Use: "show ID", Short: "Show one template", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return showJSON(cf, cmd, "/v1/templates/"+url.PathEscape(args[0]))
+		},
+	}
+	var sflags templateFlags
+	var applyMode string
+	save := &cobra.Command{
+		Use: "save ID", Short: "Save an edited template at the next desired generation", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body, err := sflags.body(cmd)
+			if err != nil {
+				return err
+			}
+			var fields map[string]json.RawMessage
+			if err := json.Unmarshal(body, &fields); err != nil {
+				return fmt.Errorf("the template must be a JSON object: %w", err)
+			}
+			if applyMode != "" {
+				fields["apply_mode"], _ = json.Marshal(applyMode)
+			}
+			return sendJSON(cf, cmd, http.MethodPut, "/v1/templates/"+url.PathEscape(args[0]), fields)
+		},
+	}
+	sflags.register(save)
+	save.Flags().StringVar(&applyMode, "apply-mode", "", "new_sessions_only (default) or apply_and_restart")
+	cmd.AddCommand(create, list, show, save)
+	return cmd
+}
