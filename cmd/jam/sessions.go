@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jam-dev/jam/api"
+)
+
+func newSessionCmd(_ *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "session", Short: "Host sessions: each room's runtime configuration and generations"}
+	cf := addClientFlags(cmd)
+	var agent, room string
+	list := &cobra.Command{
+		Use: "list", Short: "List host sessions", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			if agent != "" {
+				q.Set("agent", agent)
+			}
+			if room != "" {
+				q.Set("room", room)
+			}
+			raw, err := cf.call(cmd, http.MethodGet, "/v1/sessions?"+q.Encode(), nil)
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(out api.SessionList) error {
+				rows := make([][]string, len(out.Items))
+				for i, s := range out.Items {
+					pending := "-"
+					if s.PendingChange != nil {
+						pending = string(s.PendingChange.Status)
+					}
+					rows[i] = []string{s.RuntimeSessionID.String(), s.Alias, string(s.Presence),
+						fmt.Sprintf("%d/%d", s.EffectiveGeneration, s.DesiredGeneration), pending}
+				}
+				return table(cmd.OutOrStdout(), "RUNTIME SESSION\tALIAS\tPRESENCE\tEFFECTIVE/DESIRED\tPENDING", rows)
+			})
+		},
+	}
+	list.Flags().StringVar(&agent, "agent", "", "only this agent's sessions")
+	list.Flags().StringVar(&room, "room", "", "only this room's sessions")
+	show := &cobra.Command{
+		Use: "show RUNTIME_SESSION_ID", Short: "Show one host session", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return showJSON(cf, cmd, "/v1/sessions/"+url.PathEscape(args[0]))
+		},
+	}
+	cmd.AddCommand(list, show)
+	return cmd
+}
