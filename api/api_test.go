@@ -52,7 +52,9 @@ func newHarnessOn(t testing.TB, st *store.Store) *harness {
 	b := band.NewLocal(st, rec, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go func() { _ = b.Run(ctx) }()
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	srv, err := New(Config{
 		Store: st, Temporal: tc, Band: b, Lifecycle: rec, Token: testToken, Version: "test", Logger: log,
 	})

@@ -192,11 +192,9 @@ func (a *apiServer) shutdown() error {
 // (the level-triggered half of binding, for a crash between the two or a down Jam).
 func runBand(ctx context.Context, st *store.Store, starter lifecycle.Starter, log *slog.Logger) (*band.Local, error) {
 	b := band.NewLocal(st, starter, log.With("component", "band"))
-	go func() {
-		if err := b.Run(ctx); err != nil {
-			log.Error("event tailer stopped", "error", err)
-		}
-	}()
+	if err := b.Start(ctx); err != nil {
+		return nil, err
+	}
 	if err := b.BindUnbound(ctx); err != nil {
 		return nil, err
 	}

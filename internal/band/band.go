@@ -43,14 +43,14 @@ type Local struct {
 
 var _ Band = (*Local)(nil)
 
-// NewLocal builds the local Band; Run must be running for subscriptions and receives to
-// wake on new events.
+// NewLocal builds the local Band; Start it for subscriptions and receives to wake on new
+// events.
 func NewLocal(st *store.Store, starter lifecycle.Starter, log *slog.Logger) *Local {
 	return &Local{store: st, hub: NewHub(st, log), lifecycle: starter, log: log, now: time.Now}
 }
 
-// Run tails the event log until ctx ends.
-func (l *Local) Run(ctx context.Context) error { return l.hub.Run(ctx) }
+// Start tails the event log in the background until ctx ends.
+func (l *Local) Start(ctx context.Context) error { return l.hub.Start(ctx) }
 
 // Hub is the event fan-out.
 func (l *Local) Hub() *Hub { return l.hub }

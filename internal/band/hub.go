@@ -62,8 +62,9 @@ func (h *Hub) Wake() {
 	}
 }
 
-// Run tails the log until ctx ends. It starts after the newest event existing now.
-func (h *Hub) Run(ctx context.Context) error {
+// Start positions the tailer after the newest event existing now and tails the log in the
+// background until ctx ends: every event committed after Start returns is broadcast.
+func (h *Hub) Start(ctx context.Context) error {
 	_, newest, err := h.store.EventBounds(ctx)
 	if err != nil {
 		return err
@@ -76,6 +77,11 @@ func (h *Hub) Run(ctx context.Context) error {
 			h.log.Warn("event notifications unavailable; polling", "error", err)
 		}
 	}()
+	go h.tail(ctx)
+	return nil
+}
+
+func (h *Hub) tail(ctx context.Context) {
 	t := time.NewTicker(tailPoll)
 	defer t.Stop()
 	sincePrune := 0
@@ -83,7 +89,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			h.closeAll()
-			return nil
+			return
 		case <-h.wake:
 		case <-t.C:
 		}
