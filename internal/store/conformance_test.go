@@ -567,8 +567,8 @@ func TestInTxRollsBackEverythingOnError(t *testing.T) {
 	})
 }
 
-// Concurrent read-modify-write transactions on one row collide (a serialization failure on
-// Postgres, a busy database on SQLite); InTx retries them so no increment is lost.
+// Concurrent read-modify-write transactions on one row must not lose an increment: InTx
+// lines writers up (the Postgres writer lock, SQLite's IMMEDIATE) and retries what collides.
 func TestInTxRetriesConflictingTransactionsWithoutLosingWrites(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,29 +47,51 @@ func (q *Q) appendEvents(ctx context.Context, at time.Time, evs ...domain.Event)
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	if !q.inTx {
-		return nil, fmt.Errorf("append events: %w", errNotInTx)
-	}
-	last, err := q.nextSeq(ctx, "events", int64(len(evs)))
+	first, err := q.reserveEvents(ctx, len(evs))
 	if err != nil {
 		return nil, err
 	}
-	at = domain.Timestamp(at)
-	first := last - int64(len(evs)) + 1
 	for i := range evs {
-		evs[i].ID, evs[i].CreatedAt = first+int64(i), at
-		if _, err := q.exec(ctx, `INSERT INTO events (id, kind, room_id, agent_id, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			evs[i].ID, evs[i].Kind, evs[i].RoomID, evs[i].AgentID, string(evs[i].Payload), at); err != nil {
-			return nil, fmt.Errorf("append %s event: %w", evs[i].Kind, err)
-		}
+		evs[i].ID = first + int64(i)
 	}
+	return evs, q.insertEvents(ctx, at, evs)
+}
+
+// reserveEvents takes n consecutive event ids and returns the first. A writer that needs an
+// id before it writes the event (a message's seq is its message_posted event's id) reserves
+// first and inserts later, in the same transaction.
+func (q *Q) reserveEvents(ctx context.Context, n int) (int64, error) {
+	if !q.inTx {
+		return 0, fmt.Errorf("append events: %w", errNotInTx)
+	}
+	last, err := q.nextSeq(ctx, "events", int64(n))
+	if err != nil {
+		return 0, err
+	}
+	return last - int64(n) + 1, nil
+}
+
+// insertEvents writes events whose ids were reserved, in one statement, and on Postgres
+// notifies the other processes' tailers in the same round trip.
+func (q *Q) insertEvents(ctx context.Context, at time.Time, evs []domain.Event) error {
+	at = domain.Timestamp(at)
+	values := make([]string, len(evs))
+	args := make([]any, 0, 6*len(evs)+1)
+	for i := range evs {
+		evs[i].CreatedAt = at
+		values[i] = "(?, ?, ?, ?, ?, ?)"
+		args = append(args, evs[i].ID, evs[i].Kind, evs[i].RoomID, evs[i].AgentID, string(evs[i].Payload), at)
+	}
+	insert := `INSERT INTO events (id, kind, room_id, agent_id, payload, created_at) VALUES ` + strings.Join(values, ", ")
 	if q.store.dialect == schema.Postgres {
-		if _, err := q.exec(ctx, `SELECT pg_notify(?, '')`, eventsChannel); err != nil {
-			return nil, fmt.Errorf("notify event tailers: %w", err)
-		}
+		insert = `WITH written AS (` + insert + ` RETURNING 1) SELECT pg_notify(?, '') FROM written LIMIT 1`
+		args = append(args, eventsChannel)
+	}
+	if _, err := q.exec(ctx, insert, args...); err != nil {
+		return fmt.Errorf("append %d events (%s…): %w", len(evs), evs[0].Kind, err)
 	}
 	q.appendedEvents = true
-	return evs, nil
+	return nil
 }
 
 // EventFilter narrows an event listing; nil fields match everything.

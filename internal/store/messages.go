@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -61,9 +62,7 @@ func (q *Q) PostMessage(ctx context.Context, m domain.Message) (domain.Message, 
 }
 
 func (q *Q) postMessage(ctx context.Context, m domain.Message) (domain.Message, error) {
-	if _, err := q.GetRoom(ctx, m.RoomID); err != nil {
-		return m, err
-	}
+	// The author must be an active participant; a room that does not exist has none.
 	participants, err := q.ListParticipants(ctx, m.RoomID)
 	if err != nil {
 		return m, err
@@ -84,9 +83,13 @@ func (q *Q) postMessage(ctx context.Context, m domain.Message) (domain.Message, 
 	if !author {
 		return m, domain.Refuse("the author is not a participant of this room")
 	}
-	if m.Seq, err = q.nextSeq(ctx, "messages", 1); err != nil {
+	// A message's transcript position is its message_posted event's id: issued in commit
+	// order like every event id, so paging "after seq" never skips a message.
+	first, err := q.reserveEvents(ctx, 1+len(recipients))
+	if err != nil {
 		return m, err
 	}
+	m.Seq = first
 	var human *string
 	if m.AuthorKind == domain.ParticipantHuman {
 		human = &m.AuthorHuman
@@ -100,17 +103,24 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.ID, m.Seq, m.RoomID, m.AuthorKind, m.Auth
 		ID: m.ID, Seq: m.Seq, AuthorKind: m.AuthorKind, AuthorAgentID: m.AuthorAgentID, AuthorHuman: m.AuthorHuman,
 		Text: m.Text, ReplyTo: m.ReplyTo, Recipients: nonNil(recipients),
 	})}
-	for _, agent := range recipients {
-		if _, err := q.exec(ctx, `
-INSERT INTO inbound (agent_id, message_id, room_id, seq, state, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			agent, m.ID, m.RoomID, m.Seq, domain.InboundQueued, m.CreatedAt); err != nil {
+	if len(recipients) > 0 {
+		values := make([]string, len(recipients))
+		args := make([]any, 0, 6*len(recipients))
+		for i, agent := range recipients {
+			values[i] = "(?, ?, ?, ?, ?, ?)"
+			args = append(args, agent, m.ID, m.RoomID, m.Seq, domain.InboundQueued, m.CreatedAt)
+			events = append(events, NewEvent(domain.EventInboundQueued, &m.RoomID, &recipients[i],
+				map[string]any{"message_id": m.ID, "seq": m.Seq}))
+		}
+		if _, err := q.exec(ctx, `INSERT INTO inbound (agent_id, message_id, room_id, seq, state, created_at) VALUES `+
+			strings.Join(values, ", "), args...); err != nil {
 			return m, err
 		}
-		events = append(events, NewEvent(domain.EventInboundQueued, &m.RoomID, &agent,
-			map[string]any{"message_id": m.ID, "seq": m.Seq}))
 	}
-	_, err = q.appendEvents(ctx, m.CreatedAt, events...)
-	return m, err
+	for i := range events {
+		events[i].ID = first + int64(i)
+	}
+	return m, q.insertEvents(ctx, m.CreatedAt, events)
 }
 
 func nonNil(ids []uuid.UUID) []uuid.UUID {

@@ -56,10 +56,18 @@ type Target struct {
 func ParseURL(raw string) (Target, error) {
 	switch {
 	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
-		if _, err := url.Parse(raw); err != nil {
+		u, err := url.Parse(raw)
+		if err != nil {
 			return Target{}, fmt.Errorf("database url: %w", err)
 		}
-		return Target{Dialect: schema.Postgres, DSN: raw}, nil
+		// Send parameterized statements in one round trip instead of prepare-then-execute:
+		// writers hold the writer lock for the length of their round trips.
+		q := u.Query()
+		if q.Get("binary_parameters") == "" {
+			q.Set("binary_parameters", "yes")
+			u.RawQuery = q.Encode()
+		}
+		return Target{Dialect: schema.Postgres, DSN: u.String()}, nil
 	case strings.HasPrefix(raw, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(raw, "sqlite:"), "//")
 		if path == "" || strings.ContainsAny(path, "?#") {
@@ -105,8 +113,12 @@ func OpenTarget(ctx context.Context, t Target) (*Store, error) {
 		// One writer at a time is SQLite's model; a small pool keeps readers concurrent
 		// under WAL without piling up writers that would only wait on the lock.
 		db.SetMaxOpenConns(4)
+		db.SetMaxIdleConns(4)
 	} else {
+		// Keep every pooled connection open: database/sql keeps only two idle ones by
+		// default, and a new Postgres connection is a new server process.
 		db.SetMaxOpenConns(16)
+		db.SetMaxIdleConns(16)
 		db.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	if err := db.PingContext(ctx); err != nil {
@@ -135,9 +147,10 @@ func (s *Store) Migrate(ctx context.Context) error { return schema.Up(ctx, s.dia
 
 const maxTxAttempts = 10
 
-// InTx runs fn in one transaction and commits it. A serialization failure (Postgres) or a
-// busy database (SQLite) runs fn again from the start, so fn must not have side effects
-// outside the transaction. Any other error rolls back and is returned.
+// InTx runs fn in one transaction and commits it. Write transactions run one at a time
+// (see writerLockKey). A deadlock or serialization failure (Postgres) or a busy database
+// (SQLite) runs fn again from the start, so fn must not have side effects outside the
+// transaction. Any other error rolls back and is returned.
 func (s *Store) InTx(ctx context.Context, fn func(q *Q) error) error {
 	var err error
 	for attempt := 0; attempt < maxTxAttempts; attempt++ {
@@ -158,14 +171,24 @@ func (s *Store) InTx(ctx context.Context, fn func(q *Q) error) error {
 	return fmt.Errorf("transaction gave up after %d attempts: %w", maxTxAttempts, err)
 }
 
+// writerLockKey is the Postgres advisory lock every write transaction takes first. It lines
+// writers up the way SQLite's IMMEDIATE transactions do: event ids come from one counter row
+// and must follow commit order, and a transaction's reads, made after it holds the lock
+// (READ COMMITTED takes a snapshot per statement), see every earlier writer's commit, so
+// read-validate-write sequences behave as if run one at a time. The lock ends with the
+// transaction. Reads outside transactions do not take it.
+const writerLockKey = 0x6a616d5f77726974 // "jam_writ"
+
 func (s *Store) tryTx(ctx context.Context, fn func(q *Q) error) (err error) {
-	var opts *sql.TxOptions
-	if s.dialect == schema.Postgres {
-		opts = &sql.TxOptions{Isolation: sql.LevelSerializable}
-	}
-	tx, err := s.db.BeginTxx(ctx, opts)
+	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
+	}
+	if s.dialect == schema.Postgres {
+		if _, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, writerLockKey); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("begin transaction: writer lock: %w", err)
+		}
 	}
 	defer func() {
 		if err != nil {

@@ -1,14 +1,15 @@
 -- Local Band: rooms, participants, the transcript, the durable per-agent inbound queue,
 -- pull-receive leases and the event log. Keep in step with ../sqlite/000002_band.up.sql.
 
--- Sequence numbers taken inside the writing transaction: the row lock serialises writers,
--- so numbers are handed out in commit order and a reader paging "after N" never skips a
--- row that commits later with a smaller number.
+-- Event ids are taken inside the writing transaction: writers are lined up (SQLite's
+-- IMMEDIATE transactions, Jam's writer lock on Postgres), so ids are handed out in commit
+-- order and a reader paging "after N" never skips a row that commits later with a smaller
+-- number. A message's seq is the id of its message_posted event.
 CREATE TABLE counters (
     name  TEXT PRIMARY KEY,
     value BIGINT NOT NULL
 );
-INSERT INTO counters (name, value) VALUES ('events', 0), ('messages', 0);
+INSERT INTO counters (name, value) VALUES ('events', 0);
 
 CREATE UNIQUE INDEX agents_api_key_hash ON agents (api_key_hash) WHERE api_key_hash IS NOT NULL;
 
