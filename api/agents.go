@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
@@ -58,10 +57,7 @@ func (r CreateAgentRequest) Validate() error {
 }
 
 func validateBriefing(b string) error {
-	if !utf8.ValidString(b) || len(b) > domain.MaxBriefingLen {
-		return &domain.ValidationError{Field: "briefing", Detail: "must be UTF-8 text of at most 16 KiB"}
-	}
-	return nil
+	return domain.ValidateText("briefing", b, domain.MaxBriefingLen)
 }
 
 // PatchAgentRequest is the body of PATCH /v1/agents/{id}.

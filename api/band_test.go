@@ -281,6 +281,8 @@ func TestBadBandInputGetsClearErrors(t *testing.T) {
 		{"unknown template field", "POST", templates, `{"alias":"d","transport":"acp","sandbox":{"enabled":false,"gpu":true}}`, 400, "sandbox.gpu"},
 		{"empty message", "POST", messages, `{"text":""}`, 400, "text"},
 		{"blank message", "POST", messages, `{"text":"  \n "}`, 400, "text"},
+		{"NUL in a message", "POST", messages, `{"text":"a\u0000b"}`, 400, "text"},
+		{"NUL in a briefing", "PATCH", "/v1/agents/" + owned.ID.String(), `{"briefing":"x\u0000"}`, 400, "briefing"},
 		{"long message", "POST", messages, `{"text":"` + strings.Repeat("x", domain.MaxMessageBytes+1) + `"}`, 400, "text"},
 		{"10 MB message", "POST", messages, `{"text":"` + strings.Repeat("x", 10<<20) + `"}`, 413, ""},
 		{"non-UUID room", "GET", "/v1/rooms/not-a-uuid", ``, 400, "id"},
@@ -383,11 +385,17 @@ type sseEvent struct {
 	data     EventBody
 }
 
-// readEvents reads server-sent events until n arrived or the stream ends.
+// readEvents reads log events (not the stream's control frames) until n arrived or the
+// stream ends.
 func readEvents(t *testing.T, resp *http.Response, n int) []sseEvent {
 	t.Helper()
 	var out []sseEvent
-	eachEvent(resp, func(e sseEvent) bool { out = append(out, e); return len(out) < n })
+	eachEvent(resp, func(e sseEvent) bool {
+		if !domain.StreamControls.Has(domain.StreamControl(e.kind)) {
+			out = append(out, e)
+		}
+		return len(out) < n
+	})
 	return out
 }
 
@@ -431,6 +439,25 @@ func openStream(t *testing.T, url, token, lastID string) *http.Response {
 	return resp
 }
 
+func TestTheEventStreamOpensWithItsPositionAndResetsAFutureID(t *testing.T) {
+	h := newHarness(t)
+	w := newWorld(h)
+	srv := h.live()
+	var open, reset sseEvent
+	resp := openStream(t, srv.URL+"/v1/events?room="+w.room.ID.String(), testToken, "")
+	eachEvent(resp, func(e sseEvent) bool { open = e; return false })
+	resp.Body.Close()
+	if open.kind != string(domain.StreamOpen) || open.id == "" || open.id == "0" {
+		t.Fatalf("first frame %+v, want open with the current position", open)
+	}
+	resp = openStream(t, srv.URL+"/v1/events", testToken, "999999")
+	eachEvent(resp, func(e sseEvent) bool { reset = e; return false })
+	resp.Body.Close()
+	if reset.kind != string(domain.StreamReset) {
+		t.Fatalf("first frame for a future id %+v, want reset", reset)
+	}
+}
+
 func TestTheEventStreamResumesWithoutLossOrDuplication(t *testing.T) {
 	h := newHarness(t)
 	w := newWorld(h)
@@ -456,9 +483,11 @@ func TestTheEventStreamResumesWithoutLossOrDuplication(t *testing.T) {
 		seen []sseEvent
 	)
 	go eachEvent(resp, func(e sseEvent) bool {
-		mu.Lock()
-		seen = append(seen, e)
-		mu.Unlock()
+		if !domain.StreamControls.Has(domain.StreamControl(e.kind)) {
+			mu.Lock()
+			seen = append(seen, e)
+			mu.Unlock()
+		}
 		return true
 	})
 	// And more while connected.

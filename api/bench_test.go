@@ -22,8 +22,9 @@ import (
 )
 
 // BenchmarkPostToEventStream measures how long a posted message takes to reach 20 event
-// stream subscribers, posting at 200 messages per second, all over real HTTP. Each op is one
-// message; latency is from sending the POST to a subscriber reading the event.
+// stream subscribers while four posters together send 200 messages per second, all over
+// real HTTP. Each op is one message; latency is from sending the POST to a subscriber
+// reading the event.
 //
 //	make bench    (go test -run '^$' -bench PostToEventStream -benchtime 600x ./api/)
 func BenchmarkPostToEventStream(b *testing.B) {
@@ -58,13 +59,15 @@ func benchStream(b *testing.B, st *store.Store) {
 		b.Fatal(err)
 	}
 
-	var (
-		mu       sync.Mutex
-		sentAt   = map[uuid.UUID]time.Time{}
-		latency  []time.Duration
-		received sync.WaitGroup
-	)
-	received.Add(benchSubscribers * b.N)
+	// Each subscriber keeps its own arrival times; senders record send times under their own
+	// lock. Nothing the measurement does makes a subscriber wait on a sender.
+	type arrival struct {
+		id uuid.UUID
+		at time.Time
+	}
+	arrivals := make([][]arrival, benchSubscribers)
+	var subsDone sync.WaitGroup
+	subsDone.Add(benchSubscribers)
 	ready := make(chan struct{}, benchSubscribers)
 	for i := 0; i < benchSubscribers; i++ {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+"/v1/events?room="+room.ID.String(), nil)
@@ -73,10 +76,10 @@ func benchStream(b *testing.B, st *store.Store) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		go func() {
+		go func(i int) {
+			defer subsDone.Done()
 			defer resp.Body.Close()
 			ready <- struct{}{}
-			count := 0
 			eachEvent(resp, func(e sseEvent) bool {
 				if e.kind != string(domain.EventMessagePosted) {
 					return true
@@ -84,51 +87,75 @@ func benchStream(b *testing.B, st *store.Store) {
 				now := time.Now()
 				var m struct{ ID uuid.UUID }
 				_ = json.Unmarshal(e.data.Payload, &m)
-				mu.Lock()
-				latency = append(latency, now.Sub(sentAt[m.ID]))
-				mu.Unlock()
-				received.Done()
-				count++
-				return count < b.N
+				arrivals[i] = append(arrivals[i], arrival{m.ID, now})
+				return len(arrivals[i]) < b.N
 			})
-		}()
+		}(i)
 	}
 	for i := 0; i < benchSubscribers; i++ {
 		<-ready
 	}
 
+	// Posters share the rate: each sends every posters/benchRate seconds.
+	const posters = 4
+	var (
+		sentMu sync.Mutex
+		sentAt = make(map[uuid.UUID]time.Time, b.N)
+		failed error
+	)
 	b.ResetTimer()
-	tick := time.NewTicker(time.Second / benchRate)
-	defer tick.Stop()
-	for i := 0; i < b.N; i++ {
-		<-tick.C
-		body := fmt.Sprintf(`{"text":"message %d"}`, i)
-		req, _ := http.NewRequest(http.MethodPost, hs.URL+"/v1/rooms/"+room.ID.String()+"/messages", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+testToken)
-		req.Header.Set("Content-Type", "application/json")
-		start := time.Now()
-		// The id is known only from the answer, so the send time is recorded before the
-		// answer is read; subscribers look it up under the lock.
-		mu.Lock()
-		resp, err := httpc.Do(req)
-		if err != nil {
-			mu.Unlock()
-			b.Fatal(err)
-		}
-		var m MessageBody
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		resp.Body.Close()
-		sentAt[m.ID] = start
-		mu.Unlock()
+	var postWG sync.WaitGroup
+	for p := 0; p < posters; p++ {
+		postWG.Add(1)
+		go func(p int) {
+			defer postWG.Done()
+			tick := time.NewTicker(time.Second * posters / benchRate)
+			defer tick.Stop()
+			for i := p; i < b.N; i += posters {
+				<-tick.C
+				req, _ := http.NewRequest(http.MethodPost, hs.URL+"/v1/rooms/"+room.ID.String()+"/messages",
+					strings.NewReader(fmt.Sprintf(`{"text":"message %d"}`, i)))
+				req.Header.Set("Authorization", "Bearer "+testToken)
+				req.Header.Set("Content-Type", "application/json")
+				start := time.Now()
+				resp, err := httpc.Do(req)
+				if err == nil && resp.StatusCode != http.StatusCreated {
+					err = fmt.Errorf("post answered %s", resp.Status)
+				}
+				var m MessageBody
+				if err == nil {
+					err = json.NewDecoder(resp.Body).Decode(&m)
+				}
+				if resp != nil {
+					resp.Body.Close()
+				}
+				sentMu.Lock()
+				if err != nil && failed == nil {
+					failed = err
+				}
+				sentAt[m.ID] = start
+				sentMu.Unlock()
+			}
+		}(p)
+	}
+	postWG.Wait()
+	if failed != nil {
+		b.Fatal(failed)
 	}
 	done := make(chan struct{})
-	go func() { received.Wait(); close(done) }()
+	go func() { subsDone.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		b.Fatalf("only %d of %d deliveries arrived", len(latency), benchSubscribers*b.N)
+		b.Fatal("not every subscriber received every message")
 	}
 	b.StopTimer()
+	latency := make([]time.Duration, 0, benchSubscribers*b.N)
+	for _, as := range arrivals {
+		for _, a := range as {
+			latency = append(latency, a.at.Sub(sentAt[a.id]))
+		}
+	}
 	slices.Sort(latency)
 	pct := func(p float64) float64 {
 		return float64(latency[int(p*float64(len(latency)-1))].Microseconds()) / 1000

@@ -75,8 +75,13 @@ func (s *Server) streamEvents(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if after < 0 {
+	reset := false
+	switch {
+	case after < 0:
 		after = newest // a new stream starts now
+	case after > newest:
+		// An id from a log that no longer exists (a reset database): start over from now.
+		after, reset = newest, true
 	}
 
 	h := c.Writer.Header()
@@ -85,11 +90,16 @@ func (s *Server) streamEvents(c *gin.Context) error {
 	h.Set("X-Accel-Buffering", "no")
 	c.Status(http.StatusOK)
 	w := &sseWriter{c: c, rc: http.NewResponseController(c.Writer)}
-	if after+1 < oldest {
+	if reset {
+		w.send(string(domain.StreamReset), fmt.Sprintf(`{"last_event_id":%d}`, after), "")
+	} else if after+1 < oldest {
 		// Events between the client's id and the oldest retained one were pruned.
-		w.send("gap", fmt.Sprintf(`{"missed_before":%d}`, oldest), "")
+		w.send(string(domain.StreamGap), fmt.Sprintf(`{"missed_before":%d}`, oldest), "")
 	}
-	w.comment("stream open")
+	// The first frame carries the stream's position, so a client that loses the connection
+	// before any event arrives still resumes from here, not from a later "now".
+	pos := strconv.FormatInt(after, 10)
+	w.send(string(domain.StreamOpen), fmt.Sprintf(`{"last_event_id":%d}`, after), pos)
 	for {
 		evs, err := s.cfg.Store.ListEvents(c, after, f, streamReplayPage)
 		if err != nil {
@@ -119,7 +129,7 @@ func (s *Server) streamEvents(c *gin.Context) error {
 		case e, ok := <-sub.C:
 			if !ok {
 				if sub.Overflowed() {
-					w.send("overflow", fmt.Sprintf(`{"last_event_id":%d}`, after), "")
+					w.send(string(domain.StreamOverflow), fmt.Sprintf(`{"last_event_id":%d}`, after), "")
 				}
 				return nil
 			}

@@ -181,8 +181,8 @@ func printEvent(w interface{ Write([]byte) (int, error) }, e client.Event) error
 		}
 		_, err := fmt.Fprintf(w, "[%d] %s: %s\n", m.Seq, author(m), m.Text)
 		return err
-	case domain.EventInboundQueued:
-		return nil // one per recipient: noise in a room view
+	case domain.EventInboundQueued, domain.EventKind(domain.StreamOpen):
+		return nil // per-recipient queue rows and the stream's own position: noise in a room view
 	default:
 		_, err := fmt.Fprintf(w, "-- %s %s\n", e.Kind, string(e.Data.Payload))
 		return err

@@ -74,6 +74,22 @@ var EventKinds = NewEnum("event_kind",
 
 func (v *EventKind) UnmarshalText(b []byte) error { return unmarshalEnum(EventKinds, b, v) }
 
+// StreamControl names the frames of the event stream that are not log events.
+type StreamControl string
+
+const (
+	// StreamOpen is the first frame; its id is the stream's position.
+	StreamOpen StreamControl = "open"
+	// StreamGap: events before missed_before were pruned from the log.
+	StreamGap StreamControl = "gap"
+	// StreamReset: the client's Last-Event-ID is ahead of the log; the stream starts now.
+	StreamReset StreamControl = "reset"
+	// StreamOverflow precedes the disconnect of a client that fell a buffer behind.
+	StreamOverflow StreamControl = "overflow"
+)
+
+var StreamControls = NewEnum("stream_control", StreamOpen, StreamGap, StreamReset, StreamOverflow)
+
 // Agent is one local agent identity.
 type Agent struct {
 	ID        uuid.UUID
@@ -174,8 +190,30 @@ func ValidateMessageText(text string) error {
 		return &ValidationError{Field: "text", Detail: "must not be empty"}
 	case !utf8.ValidString(text):
 		return &ValidationError{Field: "text", Detail: "must be valid UTF-8"}
+	case hasControl(text):
+		return &ValidationError{Field: "text", Detail: "must not contain control characters other than tab and newlines"}
 	case len(text) > MaxMessageBytes:
 		return &ValidationError{Field: "text", Detail: "at most " + strconv.Itoa(MaxMessageBytes) + " bytes"}
+	}
+	return nil
+}
+
+// hasControl reports C0 control characters other than tab, newline and carriage return
+// (NUL, which Postgres text cannot hold, among them) and DEL.
+func hasControl(s string) bool {
+	for _, r := range s {
+		if (r < 0x20 && r != '\t' && r != '\n' && r != '\r') || r == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidateText checks free text such as a briefing: valid UTF-8, bounded, no control
+// characters other than tab and newlines.
+func ValidateText(field, text string, max int) error {
+	if !utf8.ValidString(text) || len(text) > max || hasControl(text) {
+		return &ValidationError{Field: field, Detail: "must be UTF-8 text of at most " + strconv.Itoa(max) + " bytes without control characters"}
 	}
 	return nil
 }

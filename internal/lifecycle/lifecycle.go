@@ -43,8 +43,14 @@ type Recorder struct {
 	calls []Call
 }
 
+// maxRecorded bounds the calls a Recorder keeps: it runs in `jam dev` and `jam server`.
+const maxRecorded = 1000
+
 func (r *Recorder) record(c Call) {
 	r.mu.Lock()
+	if len(r.calls) == maxRecorded {
+		r.calls = append(r.calls[:0], r.calls[1:]...)
+	}
 	r.calls = append(r.calls, c)
 	r.mu.Unlock()
 	if r.Log != nil {
@@ -73,7 +79,7 @@ func (r *Recorder) AgentDeleting(_ context.Context, agent uuid.UUID) error {
 	return nil
 }
 
-// Calls returns a copy of every call so far.
+// Calls returns a copy of the calls kept (the newest maxRecorded).
 func (r *Recorder) Calls() []Call {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -140,10 +140,23 @@ func (q *Q) updateAgent(ctx context.Context, id uuid.UUID, at time.Time, set str
 // DeleteAgent removes an agent and everything that is only its (templates, sessions,
 // bindings, memberships, queue rows). Messages it wrote stay, without their author link.
 func (q *Q) DeleteAgent(ctx context.Context, id uuid.UUID, at time.Time) error {
+	at = domain.Timestamp(at)
 	err := q.atomic(ctx, func(q *Q) error {
 		a, err := q.GetAgent(ctx, id)
 		if err != nil {
 			return err
+		}
+		// Leave every room first, so room streams see the agent go (room_removed).
+		var rows []participantRow
+		if err := q.selectAll(ctx, &rows, `SELECT * FROM room_participants WHERE agent_id = ? AND active`, id); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			p := r.domain()
+			p.Active, p.RemovedAt = false, &at
+			if _, err := q.appendEvents(ctx, at, NewEvent(domain.EventRoomRemoved, &p.RoomID, &id, participantPayload(p))); err != nil {
+				return err
+			}
 		}
 		// Runtime rows reference templates without cascading; remove them in dependency order.
 		for _, stmt := range []string{

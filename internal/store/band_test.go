@@ -500,3 +500,137 @@ func TestDeletingAnAgentRemovesItsRuntimeRecords(t *testing.T) {
 		}
 	})
 }
+
+// Many concurrent posters: every post succeeds (no serialization failure gives up), and the
+// event log stays dense and in commit order.
+func TestConcurrentPostersAllSucceedWithOrderedEvents(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		room := createRoom(t, s, "busy")
+		if _, err := s.AddHumanToRoom(ctx, room.ID, "ada", fixtureTime); err != nil {
+			t.Fatal(err)
+		}
+		a := createAgent(t, s, "a", domain.AgentAttached, "ha")
+		if _, err := s.AddAgentToRoom(ctx, room.ID, a.ID, fixtureTime); err != nil {
+			t.Fatal(err)
+		}
+		const posters, each = 32, 10
+		var wg sync.WaitGroup
+		errs := make(chan error, posters*each)
+		for p := 0; p < posters; p++ {
+			wg.Add(1)
+			go func(p int) {
+				defer wg.Done()
+				for i := 0; i < each; i++ {
+					_, err := s.PostMessage(ctx, domain.Message{ID: uuid.New(), RoomID: room.ID, AuthorKind: domain.ParticipantHuman,
+						AuthorHuman: "ada", Text: fmt.Sprintf("%d-%d", p, i), CreatedAt: fixtureTime})
+					errs <- err
+				}
+			}(p)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		evs, err := s.ListEvents(ctx, 0, EventFilter{}, 10000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range evs {
+			if e.ID != int64(i+1) {
+				t.Fatalf("event %d has id %d", i, e.ID)
+			}
+		}
+		msgs, _ := s.ListMessages(ctx, room.ID, 0, 1000)
+		if len(msgs) != posters*each {
+			t.Fatalf("%d messages, want %d", len(msgs), posters*each)
+		}
+		for i := 1; i < len(msgs); i++ {
+			if msgs[i].Seq <= msgs[i-1].Seq {
+				t.Fatal("message sequence not increasing")
+			}
+		}
+	})
+}
+
+// A removed agent's unsettled messages wait for it: they are not delivered outside the
+// room, and an authoritative re-add delivers them.
+func TestARemovedAgentsMessagesWaitForItsReturn(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		room := createRoom(t, s, "lab")
+		a := createAgent(t, s, "a", domain.AgentAttached, "ha")
+		m, err := s.AddAgentToRoom(ctx, room.ID, a.ID, fixtureTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddHumanToRoom(ctx, room.ID, "ada", fixtureTime); err != nil {
+			t.Fatal(err)
+		}
+		msg := humanPost(t, s, room.ID, "ada", "for a")
+		if _, err := s.RemoveParticipant(ctx, room.ID, m.Participant.ID, fixtureTime); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		lease := uuid.New()
+		if err := s.AcquireReceiveLease(ctx, lease, a.ID, "w", now.Add(time.Minute), now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ClaimInbound(ctx, a.ID, lease, now); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("claim outside the room: %v", err)
+		}
+		if _, err := s.AddAgentToRoom(ctx, room.ID, a.ID, fixtureTime); err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.ClaimInbound(ctx, a.ID, lease, now)
+		if err != nil || c.Message.ID != msg.ID {
+			t.Fatalf("claim after the re-add: %+v %v", c, err)
+		}
+	})
+}
+
+func TestDeletingAnAgentTellsItsRoomsItLeft(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		room := createRoom(t, s, "lab")
+		a := createAgent(t, s, "a", domain.AgentAttached, "ha")
+		if _, err := s.AddAgentToRoom(ctx, room.ID, a.ID, fixtureTime); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteAgent(ctx, a.ID, fixtureTime); err != nil {
+			t.Fatal(err)
+		}
+		kinds := eventKinds(t, s, EventFilter{Room: &room.ID})
+		if kinds[len(kinds)-1] != domain.EventRoomRemoved {
+			t.Fatalf("room events %v end without room_removed", kinds)
+		}
+	})
+}
+
+func TestStaleLeasesThatFenceNothingArePruned(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		a := createAgent(t, s, "a", domain.AgentAttached, "ha")
+		old := time.Now().Add(-time.Hour)
+		for i := 0; i < 5; i++ {
+			l := uuid.New()
+			if err := s.AcquireReceiveLease(ctx, l, a.ID, "w", old.Add(time.Minute), old); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.ReleaseReceiveLease(ctx, l, "w", old); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now := time.Now()
+		if err := s.AcquireReceiveLease(ctx, uuid.New(), a.ID, "w", now.Add(time.Minute), now); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := s.get(ctx, &n, `SELECT COUNT(*) FROM receive_leases WHERE agent_id = ?`, a.ID); err != nil || n != 1 {
+			t.Fatalf("%d leases left, %v", n, err)
+		}
+	})
+}

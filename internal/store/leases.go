@@ -37,6 +37,14 @@ func (q *Q) AcquireReceiveLease(ctx context.Context, lease, agent uuid.UUID, wai
 		err := q.get(ctx, &l, `SELECT * FROM receive_leases WHERE id = ?`, lease)
 		switch {
 		case errors.Is(err, ErrNotFound):
+			// Receivers that never re-arm leave leases behind; drop the agent's stale ones that
+			// fence nothing, so the table stays the size of the live receivers.
+			if _, err := q.exec(ctx, `
+DELETE FROM receive_leases WHERE agent_id = ? AND waiter IS NULL AND touched_at < ?
+  AND NOT EXISTS (SELECT 1 FROM inbound i WHERE i.lease_id = receive_leases.id AND i.state = ?)`,
+				agent, now.Add(-LeaseStaleAfter), domain.InboundDelivered); err != nil {
+				return err
+			}
 			_, err = q.exec(ctx, `
 INSERT INTO receive_leases (id, agent_id, waiter, waiter_until, touched_at, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 				lease, agent, waiter, until, now, now)
@@ -80,28 +88,50 @@ type Claim struct {
 	AckRequired bool
 }
 
+// activeMembership restricts inbound rows to rooms the agent is still in: a removed agent's
+// messages wait for an authoritative re-add instead of reaching it outside the room.
+const activeMembership = `EXISTS (SELECT 1 FROM room_participants p WHERE p.room_id = i.room_id AND p.agent_id = i.agent_id AND p.active)`
+
+// fencedQuery finds the unsettled message already delivered on a lease.
+const fencedQuery = `
+SELECT i.* FROM inbound i WHERE i.agent_id = ? AND i.lease_id = ? AND i.state = ? AND ` + activeMembership + `
+ORDER BY i.seq LIMIT 1`
+
+// offerQuery finds the oldest message that is queued or was delivered on a stale lease.
+const offerQuery = `
+SELECT i.* FROM inbound i LEFT JOIN receive_leases l ON l.id = i.lease_id
+WHERE i.agent_id = ? AND (i.state = ? OR (i.state = ? AND (l.id IS NULL
+      OR (l.touched_at < ? AND (l.waiter IS NULL OR l.waiter_until < ?))))) AND ` + activeMembership + `
+ORDER BY i.seq LIMIT 1`
+
 // ClaimInbound hands the receiver on lease its next message: first the unsettled message
 // already delivered on this lease (AckRequired), else the agent's oldest message that is
 // queued or was delivered on a lease that went stale. ErrNotFound means nothing is waiting.
 func (q *Q) ClaimInbound(ctx context.Context, agent, lease uuid.UUID, now time.Time) (Claim, error) {
 	now = domain.Timestamp(now)
+	stale := now.Add(-LeaseStaleAfter)
+	fencedArgs := []any{agent, lease, domain.InboundDelivered}
+	offerArgs := []any{agent, domain.InboundQueued, domain.InboundDelivered, stale, now}
+	// Look before taking the write lock: a waiting receiver polls, and most polls find nothing.
+	if !q.inTx {
+		var r inboundRow
+		err := q.get(ctx, &r, fencedQuery, fencedArgs...)
+		if errors.Is(err, ErrNotFound) {
+			err = q.get(ctx, &r, offerQuery, offerArgs...)
+		}
+		if err != nil {
+			return Claim{}, err
+		}
+	}
 	var c Claim
 	err := q.atomic(ctx, func(q *Q) error {
 		var r inboundRow
-		err := q.get(ctx, &r, `
-SELECT * FROM inbound WHERE agent_id = ? AND lease_id = ? AND state = ? ORDER BY seq LIMIT 1`,
-			agent, lease, domain.InboundDelivered)
+		err := q.get(ctx, &r, fencedQuery, fencedArgs...)
 		switch {
 		case err == nil:
 			c.AckRequired = true
 		case errors.Is(err, ErrNotFound):
-			stale := now.Add(-LeaseStaleAfter)
-			err = q.get(ctx, &r, `
-SELECT i.* FROM inbound i LEFT JOIN receive_leases l ON l.id = i.lease_id
-WHERE i.agent_id = ? AND (i.state = ? OR (i.state = ? AND (l.id IS NULL
-      OR (l.touched_at < ? AND (l.waiter IS NULL OR l.waiter_until < ?)))))
-ORDER BY i.seq LIMIT 1`, agent, domain.InboundQueued, domain.InboundDelivered, stale, now)
-			if err != nil {
+			if err = q.get(ctx, &r, offerQuery, offerArgs...); err != nil {
 				return err
 			}
 		default:
