@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -77,16 +78,23 @@ func uuidParam(c *gin.Context, name string) (uuid.UUID, error) {
 	return domain.ParseID(name, c.Param(name))
 }
 
-func (s *Server) agentParam(c *gin.Context) (domain.Agent, error) {
+// lookup loads the record the :id path parameter names: 400 for a malformed id, 404 (naming
+// what) when there is no such record.
+func lookup[T any](c *gin.Context, what string, get func(context.Context, uuid.UUID) (T, error)) (T, error) {
+	var zero T
 	id, err := uuidParam(c, "id")
 	if err != nil {
-		return domain.Agent{}, err
+		return zero, err
 	}
-	a, err := s.cfg.Store.GetAgent(c, id)
+	v, err := get(c, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return domain.Agent{}, notFound("agent", err)
+		return zero, notFound(what, err)
 	}
-	return a, err
+	return v, err
+}
+
+func (s *Server) agentParam(c *gin.Context) (domain.Agent, error) {
+	return lookup(c, "agent", s.cfg.Store.GetAgent)
 }
 
 // createAgent never changes an existing identity: a taken name is 409.

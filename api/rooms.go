@@ -131,15 +131,7 @@ const (
 )
 
 func (s *Server) roomParam(c *gin.Context) (domain.Room, error) {
-	id, err := uuidParam(c, "id")
-	if err != nil {
-		return domain.Room{}, err
-	}
-	r, err := s.cfg.Band.Room(c, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return domain.Room{}, notFound("room", err)
-	}
-	return r, err
+	return lookup(c, "room", s.cfg.Band.Room)
 }
 
 func (s *Server) createRoom(c *gin.Context) error {

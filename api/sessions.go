@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
@@ -76,14 +75,7 @@ func (s *Server) listSessions(c *gin.Context) error {
 }
 
 func (s *Server) getSession(c *gin.Context) error {
-	id, err := uuidParam(c, "id")
-	if err != nil {
-		return err
-	}
-	h, err := s.cfg.Store.GetHostSession(c, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound("session", err)
-	}
+	h, err := lookup(c, "session", s.cfg.Store.GetHostSession)
 	if err != nil {
 		return err
 	}

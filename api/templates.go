@@ -84,15 +84,7 @@ func (s *Server) listTemplates(c *gin.Context) error {
 }
 
 func (s *Server) templateParam(c *gin.Context) (domain.Template, error) {
-	id, err := uuidParam(c, "id")
-	if err != nil {
-		return domain.Template{}, err
-	}
-	t, err := s.cfg.Store.GetTemplate(c, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return domain.Template{}, notFound("template", err)
-	}
-	return t, err
+	return lookup(c, "template", s.cfg.Store.GetTemplate)
 }
 
 func (s *Server) getTemplate(c *gin.Context) error {
