@@ -41,6 +41,22 @@ func createRoom(t *testing.T, s *Store, name string) domain.Room {
 	return r
 }
 
+// join adds a human (when human is not empty) and agents to a room.
+func join(t *testing.T, s *Store, room uuid.UUID, human string, agents ...domain.Agent) {
+	t.Helper()
+	ctx := context.Background()
+	for _, a := range agents {
+		if _, err := s.AddAgentToRoom(ctx, room, a.ID, fixtureTime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if human != "" {
+		if _, err := s.AddHumanToRoom(ctx, room, human, fixtureTime); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func humanPost(t *testing.T, s *Store, room uuid.UUID, human, text string) domain.Message {
 	t.Helper()
 	m, err := s.PostMessage(context.Background(), domain.Message{ID: uuid.New(), RoomID: room,
@@ -103,9 +119,7 @@ func TestTemplatesBelongToOwnedAgentsAndSavesBumpTheFamilyGeneration(t *testing.
 			t.Fatalf("new template generations %d/%d", tmpl.DesiredGeneration, tmpl.EffectiveGeneration)
 		}
 		room := createRoom(t, s, "lab")
-		if _, err := s.AddAgentToRoom(ctx, room.ID, owned.ID, fixtureTime); err != nil {
-			t.Fatal(err)
-		}
+		join(t, s, room.ID, "", owned)
 		// A room session ahead of the template (as after an apply) raises the family maximum.
 		mustExec(t, s, `UPDATE host_sessions SET desired_generation = 5 WHERE template_id = ?`, tmpl.ID)
 		cfg := tmpl.Config
@@ -216,14 +230,8 @@ func TestAPostQueuesOneInboundRowPerOtherAgent(t *testing.T) {
 		a := createAgent(t, s, "a", domain.AgentAttached, "ha")
 		b := createAgent(t, s, "b", domain.AgentAttached, "hb")
 		outsider := createAgent(t, s, "c", domain.AgentAttached, "hc")
-		for _, ag := range []domain.Agent{a, b} {
-			if _, err := s.AddAgentToRoom(ctx, room.ID, ag.ID, fixtureTime); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := s.AddHumanToRoom(ctx, room.ID, "ada", fixtureTime); err != nil {
-			t.Fatal(err)
-		}
+		join(t, s, room.ID, "", a, b)
+		join(t, s, room.ID, "ada")
 		m := humanPost(t, s, room.ID, "ada", "hello")
 		for _, ag := range []domain.Agent{a, b} {
 			in, err := s.GetInbound(ctx, ag.ID, m.ID)
@@ -269,14 +277,8 @@ func TestSettlementIsIdempotentAndRefusesASecondOutcome(t *testing.T) {
 		room := createRoom(t, s, "lab")
 		a := createAgent(t, s, "a", domain.AgentAttached, "ha")
 		b := createAgent(t, s, "b", domain.AgentAttached, "hb")
-		for _, ag := range []domain.Agent{a, b} {
-			if _, err := s.AddAgentToRoom(ctx, room.ID, ag.ID, fixtureTime); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := s.AddHumanToRoom(ctx, room.ID, "ada", fixtureTime); err != nil {
-			t.Fatal(err)
-		}
+		join(t, s, room.ID, "", a, b)
+		join(t, s, room.ID, "ada")
 		m := humanPost(t, s, room.ID, "ada", "question")
 		in, reply, err := s.Settle(ctx, a.ID, m.ID, domain.SettledReply, "answer", fixtureTime)
 		if err != nil || in.State != domain.InboundSettled || reply == nil || *reply.ReplyTo != m.ID || reply.Text != "answer" {
@@ -317,12 +319,8 @@ func TestReceiveLeasesFenceDeliveriesUntilSettled(t *testing.T) {
 		room := createRoom(t, s, "lab")
 		a := createAgent(t, s, "a", domain.AgentAttached, "ha")
 		other := createAgent(t, s, "o", domain.AgentAttached, "ho")
-		if _, err := s.AddAgentToRoom(ctx, room.ID, a.ID, fixtureTime); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.AddHumanToRoom(ctx, room.ID, "ada", fixtureTime); err != nil {
-			t.Fatal(err)
-		}
+		join(t, s, room.ID, "", a)
+		join(t, s, room.ID, "ada")
 		now := time.Now()
 		lease := uuid.New()
 		if err := s.AcquireReceiveLease(ctx, lease, a.ID, "w1", now.Add(time.Minute), now); err != nil {
@@ -384,12 +382,8 @@ func TestConcurrentClaimsDeliverEachMessageOnce(t *testing.T) {
 		ctx := context.Background()
 		room := createRoom(t, s, "lab")
 		a := createAgent(t, s, "a", domain.AgentAttached, "ha")
-		if _, err := s.AddAgentToRoom(ctx, room.ID, a.ID, fixtureTime); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.AddHumanToRoom(ctx, room.ID, "ada", fixtureTime); err != nil {
-			t.Fatal(err)
-		}
+		join(t, s, room.ID, "", a)
+		join(t, s, room.ID, "ada")
 		const n = 12
 		for i := 0; i < n; i++ {
 			humanPost(t, s, room.ID, "ada", fmt.Sprint("m", i))
@@ -483,9 +477,7 @@ func TestDeletingAnAgentRemovesItsRuntimeRecords(t *testing.T) {
 		a := createAgent(t, s, "builder", domain.AgentOwned, "")
 		createTemplate(t, s, a.ID, "default")
 		room := createRoom(t, s, "lab")
-		if _, err := s.AddAgentToRoom(ctx, room.ID, a.ID, fixtureTime); err != nil {
-			t.Fatal(err)
-		}
+		join(t, s, room.ID, "", a)
 		if err := s.DeleteAgent(ctx, a.ID, fixtureTime); err != nil {
 			t.Fatal(err)
 		}
@@ -507,13 +499,9 @@ func TestConcurrentPostersAllSucceedWithOrderedEvents(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		room := createRoom(t, s, "busy")
-		if _, err := s.AddHumanToRoom(ctx, room.ID, "ada", fixtureTime); err != nil {
-			t.Fatal(err)
-		}
+		join(t, s, room.ID, "ada")
 		a := createAgent(t, s, "a", domain.AgentAttached, "ha")
-		if _, err := s.AddAgentToRoom(ctx, room.ID, a.ID, fixtureTime); err != nil {
-			t.Fatal(err)
-		}
+		join(t, s, room.ID, "", a)
 		const posters, each = 32, 10
 		var wg sync.WaitGroup
 		errs := make(chan error, posters*each)
@@ -567,9 +555,7 @@ func TestARemovedAgentsMessagesWaitForItsReturn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.AddHumanToRoom(ctx, room.ID, "ada", fixtureTime); err != nil {
-			t.Fatal(err)
-		}
+		join(t, s, room.ID, "ada")
 		msg := humanPost(t, s, room.ID, "ada", "for a")
 		if _, err := s.RemoveParticipant(ctx, room.ID, m.Participant.ID, fixtureTime); err != nil {
 			t.Fatal(err)
@@ -582,9 +568,7 @@ func TestARemovedAgentsMessagesWaitForItsReturn(t *testing.T) {
 		if _, err := s.ClaimInbound(ctx, a.ID, lease, now); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("claim outside the room: %v", err)
 		}
-		if _, err := s.AddAgentToRoom(ctx, room.ID, a.ID, fixtureTime); err != nil {
-			t.Fatal(err)
-		}
+		join(t, s, room.ID, "", a)
 		c, err := s.ClaimInbound(ctx, a.ID, lease, now)
 		if err != nil || c.Message.ID != msg.ID {
 			t.Fatalf("claim after the re-add: %+v %v", c, err)
@@ -597,9 +581,7 @@ func TestDeletingAnAgentTellsItsRoomsItLeft(t *testing.T) {
 		ctx := context.Background()
 		room := createRoom(t, s, "lab")
 		a := createAgent(t, s, "a", domain.AgentAttached, "ha")
-		if _, err := s.AddAgentToRoom(ctx, room.ID, a.ID, fixtureTime); err != nil {
-			t.Fatal(err)
-		}
+		join(t, s, room.ID, "", a)
 		if err := s.DeleteAgent(ctx, a.ID, fixtureTime); err != nil {
 			t.Fatal(err)
 		}
