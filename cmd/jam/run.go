@@ -92,6 +92,15 @@ func addTemporalAddressFlag(fs *pflag.FlagSet, v *string) {
 	bindEnv(fs, "temporal-address", "JAM_TEMPORAL_ADDRESS")
 }
 
+// addProductionFlags are the flags jam server and jam worker share: a data directory,
+// Postgres and an external Temporal.
+func addProductionFlags(fs *pflag.FlagSet, o *app.Options) {
+	addHomeFlag(fs, &o.Home)
+	addDatabaseFlag(fs, &o.DatabaseURL, "Postgres URL (required)")
+	addTemporalAddressFlag(fs, &o.TemporalAddress)
+	addNamespaceFlag(fs, &o.Namespace)
+}
+
 func newServerCmd(g *globals) *cobra.Command {
 	var o app.Options
 	cmd := &cobra.Command{
@@ -106,12 +115,8 @@ token file in the data directory (generated on first start, mode 0600).`,
 			return app.RunServer(cmd.Context(), o)
 		},
 	}
-	fs := cmd.Flags()
-	addHomeFlag(fs, &o.Home)
-	addListenFlag(fs, &o.Listen)
-	addDatabaseFlag(fs, &o.DatabaseURL, "Postgres URL (required)")
-	addTemporalAddressFlag(fs, &o.TemporalAddress)
-	addNamespaceFlag(fs, &o.Namespace)
+	addProductionFlags(cmd.Flags(), &o)
+	addListenFlag(cmd.Flags(), &o.Listen)
 	return cmd
 }
 
@@ -129,11 +134,7 @@ machine that runs agents; a restarted worker with the same node name serves the 
 			return app.RunWorker(cmd.Context(), o)
 		},
 	}
-	fs := cmd.Flags()
-	addHomeFlag(fs, &o.Home)
-	addNodeFlag(fs, &o.Node)
-	addDatabaseFlag(fs, &o.DatabaseURL, "Postgres URL (required)")
-	addTemporalAddressFlag(fs, &o.TemporalAddress)
-	addNamespaceFlag(fs, &o.Namespace)
+	addProductionFlags(cmd.Flags(), &o)
+	addNodeFlag(cmd.Flags(), &o.Node)
 	return cmd
 }
