@@ -3,6 +3,7 @@ module github.com/jam-dev/jam
 go 1.26.8
 
 require (
+	github.com/coder/acp-go-sdk v0.13.0
 	github.com/gin-gonic/gin v1.12.0
 	github.com/golang-migrate/migrate/v4 v4.20.1
 	github.com/google/uuid v1.6.0

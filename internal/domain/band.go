@@ -65,12 +65,19 @@ const (
 	EventInboundQueued  EventKind = "inbound_queued"
 	EventMessageSettled EventKind = "message_settled"
 	EventTemplateSaved  EventKind = "template_saved"
+	// EventRuntimeActivity mirrors one provider AgentEvent onto the stream.
+	EventRuntimeActivity EventKind = "runtime_activity"
+	// EventRuntimeExited: a node's registry saw a runtime's child process die.
+	EventRuntimeExited            EventKind = "runtime_exited"
+	EventRuntimePermissionAsked   EventKind = "runtime_permission_requested"
+	EventRuntimePermissionDecided EventKind = "runtime_permission_decided"
 )
 
 var EventKinds = NewEnum("event_kind",
 	EventAgentCreated, EventAgentUpdated, EventAgentDeleted, EventAgentRunIntent, EventRoomCreated,
 	EventRoomAdded, EventRoomRemoved, EventSessionBound, EventMessagePosted, EventInboundQueued,
-	EventMessageSettled, EventTemplateSaved)
+	EventMessageSettled, EventTemplateSaved, EventRuntimeActivity, EventRuntimeExited,
+	EventRuntimePermissionAsked, EventRuntimePermissionDecided)
 
 func (v *EventKind) UnmarshalText(b []byte) error { return unmarshalEnum(EventKinds, b, v) }
 

@@ -3,8 +3,12 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"regexp"
 	"sort"
 )
+
+var commandNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // Setting describes one operator setting: its key, what it means, its default and how a value
 // is validated. Settings are stored as JSON text under their key.
@@ -21,7 +25,26 @@ func (s Setting) Validate(value json.RawMessage) error { return s.validate(value
 // SettingIdleSecs is the idle-reap threshold used when JAM_OWNED_RUNTIME_IDLE_SECS is unset.
 const SettingIdleSecs = "runtime.defaults.idle_secs"
 
+// SettingPermissionTimeoutSecs bounds how long a runtime permission request waits for a
+// decision when JAM_RUNTIME_PERMISSION_TIMEOUT_SECS is unset; 0 waits indefinitely.
+const SettingPermissionTimeoutSecs = "runtime.permission.timeout_secs"
+
+// SettingProviderExecutables is the machine pin table: command name -> absolute path.
+const SettingProviderExecutables = "runtime.defaults.provider_executables"
+
 var settings = map[string]Setting{
+	SettingPermissionTimeoutSecs: {
+		Key:         SettingPermissionTimeoutSecs,
+		Description: "Seconds a runtime permission request waits for a decision before it is denied; 0 waits indefinitely (JAM_RUNTIME_PERMISSION_TIMEOUT_SECS overrides it).",
+		Default:     json.RawMessage(`0`),
+		validate:    intRange(0, 7*24*3600),
+	},
+	SettingProviderExecutables: {
+		Key:         SettingProviderExecutables,
+		Description: "Pinned provider executables by command name, e.g. {\"opencode\": \"/opt/opencode/bin/opencode\"}; consulted after an explicit template command and the environment default.",
+		Default:     json.RawMessage(`{}`),
+		validate:    executablePins,
+	},
 	SettingIdleSecs: {
 		Key:         SettingIdleSecs,
 		Description: "Seconds an owned runtime may sit idle before it is stopped (JAM_OWNED_RUNTIME_IDLE_SECS overrides it).",
@@ -57,4 +80,20 @@ func intRange(lo, hi int64) func(json.RawMessage) error {
 		}
 		return nil
 	}
+}
+
+func executablePins(raw json.RawMessage) error {
+	var pins map[string]string
+	if err := json.Unmarshal(raw, &pins); err != nil {
+		return &ValidationError{Field: "value", Detail: "must be an object of command name to absolute path"}
+	}
+	for name, path := range pins {
+		if !commandNamePattern.MatchString(name) {
+			return &ValidationError{Field: "value", Detail: fmt.Sprintf("%q is not a command name", name)}
+		}
+		if !filepath.IsAbs(path) {
+			return &ValidationError{Field: "value", Detail: fmt.Sprintf("the path of %q must be absolute", name)}
+		}
+	}
+	return nil
 }
