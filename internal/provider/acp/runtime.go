@@ -1,0 +1,455 @@
+// Package acp is the Agent Client Protocol adapter: a generic ACP v1 client over a child's
+// stdio, built on github.com/coder/acp-go-sdk. OpenCode (`opencode acp`), Cursor and
+// jam-testagent are catalog rows on this adapter, not adapters of their own.
+package acp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/provider"
+)
+
+// Timeouts of the adapter's own bounded waits.
+const (
+	// PrepareTimeout bounds the handshake when the caller's context has no deadline.
+	PrepareTimeout = 60 * time.Second
+	// CancelGrace is how long an interrupted turn may take to answer "cancelled" before the
+	// adapter stops waiting for it.
+	CancelGrace = 10 * time.Second
+	// closeTimeout bounds session/close during teardown.
+	closeTimeout = 3 * time.Second
+)
+
+// ClientVersion is reported to agents in clientInfo.
+var ClientVersion = "dev"
+
+// Runtime is one ACP agent process serving one runtime session.
+type Runtime struct {
+	spec    provider.Spec
+	log     *slog.Logger
+	stamper *provider.Stamper
+	stderr  *provider.TailBuffer
+
+	// prepMu serializes Prepare and Teardown; mu guards the fields and is never held across
+	// a protocol call, because the agent's updates are handled while a request is pending.
+	prepMu    sync.Mutex
+	mu        sync.Mutex
+	child     *provider.Child
+	conn      *sdk.ClientSideConnection
+	session   sdk.SessionId
+	caps      sdk.AgentCapabilities
+	identity  string
+	prepared  bool
+	tornDown  bool
+	turn      *turnState
+	preamble  string // the preamble this connection last saw
+	exited    chan struct{}
+	closeOnce sync.Once
+}
+
+type turnState struct {
+	id          string
+	settle      *provider.Settlement
+	ctx         context.Context
+	interrupt   context.CancelFunc
+	interrupted bool
+}
+
+var _ provider.Runtime = (*Runtime)(nil)
+
+// New builds an unprepared ACP runtime.
+func New(spec provider.Spec) (provider.Runtime, error) {
+	if spec.Executable == "" {
+		return nil, errors.New("acp runtime: no executable")
+	}
+	if spec.Dir == "" {
+		return nil, errors.New("acp runtime: no working directory")
+	}
+	log := spec.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("runtime_session", spec.RuntimeSession, "generation", spec.Generation, "transport", spec.Transport)
+	return &Runtime{
+		spec:    spec,
+		log:     log,
+		stamper: provider.NewStamper(spec.RuntimeSession, spec.Generation, false, spec.Events),
+		stderr:  provider.NewTailBuffer(16 << 10),
+		exited:  make(chan struct{}),
+	}, nil
+}
+
+// Prepare spawns the agent, initializes protocol v1 and binds its session: session/load or
+// session/resume of the bound provider session (as the agent advertises), else session/new.
+// Anything it started is reaped when it fails or ctx ends first.
+func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
+	r.prepMu.Lock()
+	defer r.prepMu.Unlock()
+	r.mu.Lock()
+	switch {
+	case r.tornDown:
+		r.mu.Unlock()
+		return provider.Prepared{}, fmt.Errorf("prepare: %w", provider.ErrNotPrepared)
+	case r.prepared:
+		p := r.preparedLocked()
+		r.mu.Unlock()
+		return p, nil
+	}
+	r.mu.Unlock()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, PrepareTimeout)
+		defer cancel()
+	}
+	spawner := r.spec.Spawner
+	if spawner == nil {
+		spawner = provider.DefaultSpawner
+	}
+	child, err := spawner.Spawn(ctx, provider.Command{Path: r.spec.Executable, Args: r.spec.Args, Env: r.spec.Env,
+		Dir: r.spec.Dir, Stderr: r.stderr})
+	if err != nil {
+		return provider.Prepared{}, fmt.Errorf("spawn acp agent: %w", err)
+	}
+	child.OnExit(func() { r.closeOnce.Do(func() { close(r.exited) }) })
+	conn := sdk.NewClientSideConnection(&client{r: r}, child.Stdin,
+		provider.GuardJSONLines(child.Stdout, provider.MaxProtocolLine, r.log))
+	conn.SetLogger(r.log)
+	r.mu.Lock()
+	r.child, r.conn = child, conn
+	r.mu.Unlock()
+
+	if err := r.handshake(ctx, conn); err != nil {
+		child.Kill(provider.ChildShutdownGrace)
+		if tail := r.stderr.String(); tail != "" {
+			r.log.Warn("acp agent failed to prepare", "stderr_tail", tail)
+		}
+		if ctx.Err() != nil && !errors.Is(err, provider.ErrExactResumeUnavailable) {
+			return provider.Prepared{}, fmt.Errorf("prepare acp runtime: %w", errors.Join(ctx.Err(), err))
+		}
+		return provider.Prepared{}, fmt.Errorf("prepare acp runtime: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prepared = true
+	return r.preparedLocked(), nil
+}
+
+func (r *Runtime) preparedLocked() provider.Prepared {
+	pid := 0
+	if r.child != nil {
+		pid = r.child.PID()
+	}
+	return provider.Prepared{ProviderSessionID: string(r.session), Resumed: r.spec.ProviderSessionID != "",
+		Identity: r.identity, PID: pid}
+}
+
+func (r *Runtime) handshake(ctx context.Context, conn *sdk.ClientSideConnection) error {
+	init, err := conn.Initialize(ctx, sdk.InitializeRequest{
+		ProtocolVersion: sdk.ProtocolVersionNumber,
+		// No fs or terminal capability: the agent works in its own workspace.
+		ClientCapabilities: sdk.ClientCapabilities{},
+		ClientInfo:         &sdk.Implementation{Name: "jam", Version: ClientVersion},
+	})
+	if err != nil {
+		return fmt.Errorf("initialize: %w", err)
+	}
+	if init.ProtocolVersion != sdk.ProtocolVersionNumber {
+		return fmt.Errorf("initialize: agent speaks protocol %d, Jam speaks %d", init.ProtocolVersion, sdk.ProtocolVersionNumber)
+	}
+	identity := ""
+	if init.AgentInfo != nil && init.AgentInfo.Name != "" {
+		identity = domain.Truncate(init.AgentInfo.Name, 200)
+	}
+	r.mu.Lock()
+	r.caps, r.identity = init.AgentCapabilities, identity
+	r.mu.Unlock()
+	if identity != "" {
+		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentRuntimeIdentity, Text: identity})
+	}
+	caps, cwd := init.AgentCapabilities, r.spec.Dir
+	if want := r.spec.ProviderSessionID; want != "" {
+		id := sdk.SessionId(want)
+		switch {
+		case caps.LoadSession:
+			// session/load replays history as updates; no turn is open, so they are dropped.
+			if _, err := conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: id, Cwd: cwd, McpServers: []sdk.McpServer{}}); err != nil {
+				return fmt.Errorf("%w: session/load %s: %w", provider.ErrExactResumeUnavailable, want, err)
+			}
+		case caps.SessionCapabilities.Resume != nil:
+			if _, err := conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: id, Cwd: cwd, McpServers: []sdk.McpServer{}}); err != nil {
+				return fmt.Errorf("%w: session/resume %s: %w", provider.ErrExactResumeUnavailable, want, err)
+			}
+		default:
+			return fmt.Errorf("%w: the agent advertises neither session/load nor session/resume", provider.ErrExactResumeUnavailable)
+		}
+		r.mu.Lock()
+		r.session = id
+		r.mu.Unlock()
+		return nil
+	}
+	ns, err := conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		return fmt.Errorf("session/new: %w", err)
+	}
+	if ns.SessionId == "" {
+		return errors.New("session/new: the agent returned no session id")
+	}
+	r.mu.Lock()
+	r.session = ns.SessionId
+	r.mu.Unlock()
+	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentProviderSessionBound, ProviderSessionID: string(ns.SessionId)})
+	return nil
+}
+
+// RunTurn sends one session/prompt with the final-response envelope and maps the streamed
+// updates to events. Cancelling ctx sends session/cancel; the turn then ends Cancelled.
+func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.TurnResult, error) {
+	r.mu.Lock()
+	if !r.prepared || r.tornDown {
+		r.mu.Unlock()
+		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrNotPrepared)
+	}
+	if r.turn != nil {
+		r.mu.Unlock()
+		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrTurnInProgress)
+	}
+	if !r.child.Alive() {
+		r.mu.Unlock()
+		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrRuntimeExited)
+	}
+	turnCtx, interrupt := context.WithCancel(ctx)
+	defer interrupt()
+	ts := &turnState{id: turn.ID, ctx: turnCtx, interrupt: interrupt,
+		settle: provider.NewSettlement(turn.Messages, provider.SettlementOptions{ExplicitDisposition: true})}
+	r.turn = ts
+	preamble := provider.Preamble(r.spec.Briefing, r.spec.Roster)
+	env := provider.Envelope{Style: provider.FinalResponse, Messages: turn.Messages}
+	// ACP has no instruction channel: the preamble rides on the first prompt of a
+	// connection and again only when it changed.
+	if preamble != r.preamble {
+		env.Preamble, r.preamble = preamble, preamble
+	}
+	conn, session := r.conn, r.session
+	r.stamper.BeginTurn(turn.ID, turn.Source())
+	r.mu.Unlock()
+
+	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnStarted})
+	resp, err := r.prompt(turnCtx, conn, session, provider.RenderEnvelope(env))
+
+	r.mu.Lock()
+	interrupted := ts.interrupted || turnCtx.Err() != nil
+	r.mu.Unlock()
+	exited := false
+	if err != nil {
+		exited = r.transportLost(conn)
+	}
+	outcome, turnErr := domain.TurnComplete, error(nil)
+	switch {
+	case exited:
+		outcome, turnErr = domain.TurnFailed, fmt.Errorf("turn %s: %w: %w", turn.ID, provider.ErrRuntimeExited, err)
+	case err != nil && interrupted:
+		outcome = domain.TurnCancelled
+	case err != nil:
+		outcome, turnErr = domain.TurnFailed, fmt.Errorf("turn %s: %w", turn.ID, err)
+	case interrupted || resp.StopReason == sdk.StopReasonCancelled:
+		// An interrupt is terminal, even when the agent finished anyway.
+		outcome = domain.TurnCancelled
+	}
+	if err == nil && resp.Usage != nil {
+		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentUsage, Usage: usageOf(resp.Usage)})
+	}
+	if outcome == domain.TurnComplete {
+		if text := ts.settle.Text(); text != "" {
+			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTextFinal, Text: text})
+		}
+		ts.settle.StageSilentNoReply(r.emitDisposition)
+	}
+	if turnErr != nil {
+		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentError, Text: turnErr.Error()})
+	}
+	plan := ts.settle.Plan(outcome)
+	if plan.Thought != "" {
+		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentThought, Text: plan.Thought})
+	}
+	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnComplete, Outcome: outcome})
+	r.stamper.EndTurn()
+	r.mu.Lock()
+	r.turn = nil
+	r.mu.Unlock()
+	return provider.TurnResult{Outcome: outcome, Plan: plan, Err: turnErr}, nil
+}
+
+// transportLost reports whether the agent's connection is gone, waiting briefly for the
+// process to be reaped so a crash is told apart from a protocol error.
+func (r *Runtime) transportLost(conn *sdk.ClientSideConnection) bool {
+	select {
+	case <-conn.Done():
+	default:
+		return !r.child.Alive()
+	}
+	t := time.NewTimer(provider.ChildShutdownGrace)
+	defer t.Stop()
+	select {
+	case <-r.exited:
+	case <-t.C:
+	}
+	return true
+}
+
+// prompt runs session/prompt. The request itself is not bound to ctx: on cancellation the
+// agent is told with session/cancel and answers the prompt with "cancelled"; only an agent
+// that ignores the cancel for CancelGrace is abandoned.
+func (r *Runtime) prompt(ctx context.Context, conn *sdk.ClientSideConnection, session sdk.SessionId, text string) (sdk.PromptResponse, error) {
+	reqCtx, abandon := context.WithCancel(context.Background())
+	defer abandon()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		if err := conn.Cancel(context.Background(), sdk.CancelNotification{SessionId: session}); err != nil {
+			r.log.Warn("session/cancel failed", "err", err)
+		}
+		t := time.NewTimer(CancelGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			r.log.Warn("acp agent ignored session/cancel; abandoning the turn", "grace", CancelGrace)
+			abandon()
+		}
+	}()
+	return conn.Prompt(reqCtx, sdk.PromptRequest{SessionId: session, Prompt: []sdk.ContentBlock{sdk.TextBlock(text)}})
+}
+
+func (r *Runtime) emitDisposition(d provider.Disposition) {
+	d2 := d
+	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentDispositionStaged, Disposition: &d2})
+}
+
+// Steer is unsupported: a message arriving mid-turn starts the next turn on the same session.
+func (r *Runtime) Steer(context.Context, []provider.Message) error {
+	return provider.ErrSteerUnsupported
+}
+
+// Interrupt ends the running turn as Cancelled (session/cancel).
+func (r *Runtime) Interrupt(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.turn != nil {
+		r.turn.interrupted = true
+		r.turn.interrupt()
+	}
+	return nil
+}
+
+// Teardown retires the instance (it can no longer emit), closes the session where the agent
+// supports it and reaps the process group. It is idempotent.
+func (r *Runtime) Teardown(ctx context.Context, reason domain.CheckpointReason) error {
+	r.stamper.Retire()
+	r.prepMu.Lock()
+	defer r.prepMu.Unlock()
+	r.mu.Lock()
+	if r.tornDown {
+		r.mu.Unlock()
+		return nil
+	}
+	r.tornDown = true
+	if r.turn != nil {
+		r.turn.interrupted = true
+		r.turn.interrupt()
+	}
+	child, conn, session, canClose := r.child, r.conn, r.session, r.caps.SessionCapabilities.Close != nil
+	r.mu.Unlock()
+	r.log.Info("acp runtime teardown", "reason", reason)
+	if child == nil {
+		return nil
+	}
+	if canClose && session != "" && child.Alive() {
+		cctx, cancel := context.WithTimeout(ctx, closeTimeout)
+		if _, err := conn.CloseSession(cctx, sdk.CloseSessionRequest{SessionId: session}); err != nil {
+			r.log.Debug("session/close failed", "err", err)
+		}
+		cancel()
+	}
+	child.Kill(provider.ChildShutdownGrace)
+	return nil
+}
+
+// Liveness reports the child and its transport.
+func (r *Runtime) Liveness() provider.Liveness {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.child == nil {
+		return provider.Liveness{}
+	}
+	open := false
+	select {
+	case <-r.conn.Done():
+	default:
+		open = true
+	}
+	return provider.Liveness{PID: r.child.PID(), ProcessAlive: r.child.Alive(), TransportOpen: open}
+}
+
+// Exited is closed when the agent process exits.
+func (r *Runtime) Exited() <-chan struct{} { return r.exited }
+
+// IdlePolicy is the spec's, else the catalog row's.
+func (r *Runtime) IdlePolicy() domain.IdlePolicy {
+	if r.spec.IdlePolicy != "" {
+		return r.spec.IdlePolicy
+	}
+	if row, ok := domain.LookupTransport(r.spec.Transport); ok {
+		return row.IdlePolicy
+	}
+	return domain.IdleAllow
+}
+
+// ReadinessWarning says when the agent cannot continue a conversation after a restart.
+func (r *Runtime) ReadinessWarning() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.prepared && !r.caps.LoadSession && r.caps.SessionCapabilities.Resume == nil {
+		return "this agent supports neither session/load nor session/resume: after its process stops, the room cannot continue the same conversation"
+	}
+	return ""
+}
+
+// Identity is the name the agent reported for itself.
+func (r *Runtime) Identity() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.identity
+}
+
+func (r *Runtime) currentTurn() *turnState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.turn
+}
+
+func usageOf(u *sdk.Usage) *provider.Usage {
+	in, out, total := int64(u.InputTokens), int64(u.OutputTokens), int64(u.TotalTokens)
+	return &provider.Usage{InputTokens: &in, OutputTokens: &out, TotalTokens: &total,
+		CachedInputTokens: intPtr(u.CachedReadTokens), ReasoningTokens: intPtr(u.ThoughtTokens)}
+}
+
+func intPtr(p *int) *int64 {
+	if p == nil {
+		return nil
+	}
+	v := int64(*p)
+	return &v
+}

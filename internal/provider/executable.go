@@ -1,0 +1,374 @@
+package provider
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// ExecutableSource says where a resolved executable came from.
+type ExecutableSource string
+
+// Sources in the order ResolveExecutable consults them.
+const (
+	SourceExplicit    ExecutableSource = "explicit"
+	SourceEnvironment ExecutableSource = "environment"
+	SourcePin         ExecutableSource = "pin"
+	SourcePath        ExecutableSource = "path"
+)
+
+const (
+	defaultProbeTimeout = 5 * time.Second
+	// probeOutputLimit bounds what a version probe may make us hold in memory.
+	probeOutputLimit = 4 << 10
+	// refusalQuoteLimit keeps a refusal message readable when a candidate is chatty.
+	refusalQuoteLimit = 200
+	// probeWaitDelay bounds how long a probe's pipes may be held open by a stray grandchild.
+	probeWaitDelay = time.Second
+)
+
+var (
+	// ErrExecutableRefused: no acceptable executable was found; the error is a
+	// *ResolutionRefusal naming every candidate.
+	ErrExecutableRefused = errors.New("executable refused")
+	// ErrInvalidCommand: the catalog command is not a bare command name, so it cannot be
+	// looked up in the pin table or on PATH.
+	ErrInvalidCommand = errors.New("invalid command name")
+)
+
+// versionPattern finds the first dotted version number in a probe's output.
+var versionPattern = regexp.MustCompile(`\d+(?:\.\d+){1,3}`)
+
+// ExecutableRequest is everything ResolveExecutable consults, in order: Explicit, the
+// environment default, the pin table, then PATH.
+type ExecutableRequest struct {
+	// Command is the catalog command name, e.g. "opencode".
+	Command string
+	// Explicit is the template's command when it is a path; it is verified, never replaced.
+	Explicit string
+	// EnvVar names the environment default; "" uses EnvVarFor(Command).
+	EnvVar string
+	// Env looks up environment variables; nil uses os.Getenv.
+	Env func(string) string
+	// Pins is the machine pin table: command name -> absolute path.
+	Pins map[string]string
+	// PATH is the list to search (the terminal's PATH); "" searches nothing.
+	PATH string
+	// VersionArgs is the probe's argv after the path; nil means {"--version"}.
+	VersionArgs []string
+	// ProbeTimeout bounds each version probe; 0 means 5s.
+	ProbeTimeout time.Duration
+}
+
+// ResolvedExecutable is the executable to run. Path is always absolute.
+type ResolvedExecutable struct {
+	Path    string
+	Version string
+	Source  ExecutableSource
+}
+
+// Candidate is one executable considered and, in a refusal, why it was refused.
+type Candidate struct {
+	Path    string
+	Source  ExecutableSource
+	Version string
+	// Output is the probe's combined output, trimmed and bounded.
+	Output string
+	// Reason says why the candidate was refused; "" when it was acceptable.
+	Reason string
+}
+
+// ResolutionRefusal is the typed refusal: no candidate was acceptable. Callers must not
+// fall back to spawning the bare command name.
+type ResolutionRefusal struct {
+	Command    string
+	Candidates []Candidate
+	// Searched counts the distinct absolute PATH directories searched; it matters only
+	// when there were no candidates at all.
+	Searched int
+}
+
+func (r *ResolutionRefusal) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "executable %q refused", r.Command)
+	if len(r.Candidates) == 0 {
+		fmt.Fprintf(&b, ": not found on PATH (%d directories searched)", r.Searched)
+		return b.String()
+	}
+	fmt.Fprintf(&b, ": %d candidate(s): ", len(r.Candidates))
+	for i, c := range r.Candidates {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s (%s): %s", c.Path, c.Source, c.Reason)
+		if c.Output != "" {
+			b.WriteString(", output ")
+			b.WriteString(quoteBounded(c.Output, refusalQuoteLimit))
+		}
+	}
+	return b.String()
+}
+
+// Unwrap lets callers classify any refusal with errors.Is(err, ErrExecutableRefused).
+func (r *ResolutionRefusal) Unwrap() error { return ErrExecutableRefused }
+
+// EnvVarFor is the environment default variable for command, e.g. jam-testagent ->
+// JAM_JAM_TESTAGENT_BIN.
+func EnvVarFor(command string) string {
+	var b strings.Builder
+	b.WriteString("JAM_")
+	for _, r := range command {
+		switch {
+		case r >= 'a' && r <= 'z':
+			b.WriteRune(r - 'a' + 'A')
+		case (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'):
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	b.WriteString("_BIN")
+	return b.String()
+}
+
+// ResolveExecutable picks the executable for req.Command. A named choice (explicit path,
+// environment default, pin) is verified and either used or refused, never replaced by a
+// later source; only without one is PATH searched, and there the highest version wins.
+func ResolveExecutable(ctx context.Context, req ExecutableRequest) (ResolvedExecutable, error) {
+	if err := ctx.Err(); err != nil {
+		return ResolvedExecutable{}, fmt.Errorf("resolve executable %q: %w", req.Command, err)
+	}
+	if !isBareCommand(req.Command) {
+		return ResolvedExecutable{}, fmt.Errorf("resolve executable %q: %w", req.Command, ErrInvalidCommand)
+	}
+	if req.Explicit != "" {
+		return resolveNamed(ctx, req, req.Explicit, SourceExplicit)
+	}
+	lookup := req.Env
+	if lookup == nil {
+		lookup = os.Getenv
+	}
+	envVar := req.EnvVar
+	if envVar == "" {
+		envVar = EnvVarFor(req.Command)
+	}
+	if p := lookup(envVar); p != "" {
+		return resolveNamed(ctx, req, p, SourceEnvironment)
+	}
+	if p, ok := req.Pins[req.Command]; ok {
+		return resolveNamed(ctx, req, p, SourcePin)
+	}
+	return resolvePath(ctx, req)
+}
+
+// resolveNamed verifies a path someone chose. Its version is recorded when it reports one,
+// but a failing probe does not refuse it: the choice was deliberate.
+func resolveNamed(ctx context.Context, req ExecutableRequest, path string, src ExecutableSource) (ResolvedExecutable, error) {
+	c := Candidate{Path: path, Source: src}
+	if c.Reason = verifyFile(path); c.Reason != "" {
+		return ResolvedExecutable{}, &ResolutionRefusal{Command: req.Command, Candidates: []Candidate{c}}
+	}
+	_ = probe(ctx, req, &c) // a failing probe only leaves Version empty
+	if err := ctx.Err(); err != nil {
+		return ResolvedExecutable{}, fmt.Errorf("resolve executable %q: %w", req.Command, err)
+	}
+	return ResolvedExecutable{Path: path, Version: c.Version, Source: src}, nil
+}
+
+// resolvePath asks every copy of the command on PATH for its version.
+func resolvePath(ctx context.Context, req ExecutableRequest) (ResolvedExecutable, error) {
+	refusal := &ResolutionRefusal{Command: req.Command}
+	seenDirs := map[string]bool{}
+	seenFiles := map[string]bool{}
+	best := -1
+	for _, dir := range filepath.SplitList(req.PATH) {
+		if ctx.Err() != nil {
+			break
+		}
+		// Relative entries would make the result depend on the working directory.
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		key := filepath.Clean(dir)
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			key = real
+		}
+		if seenDirs[key] {
+			continue
+		}
+		seenDirs[key] = true
+		refusal.Searched++
+
+		path := filepath.Join(dir, req.Command)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue
+		}
+		// Two directories may link to one binary; asking it twice adds nothing.
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			if seenFiles[real] {
+				continue
+			}
+			seenFiles[real] = true
+		}
+		c := Candidate{Path: path, Source: SourcePath}
+		if c.Reason = verifyFile(path); c.Reason == "" {
+			if err := probe(ctx, req, &c); err != nil {
+				c.Reason = err.Error()
+			} else if c.Version == "" {
+				c.Reason = "no version number in its output"
+				if c.Output == "" {
+					c.Reason += " (it printed nothing)"
+				}
+			}
+		}
+		refusal.Candidates = append(refusal.Candidates, c)
+		// Strictly greater, so on a tie the earlier PATH entry stays.
+		if c.Reason == "" && (best < 0 || compareVersions(c.Version, refusal.Candidates[best].Version) > 0) {
+			best = len(refusal.Candidates) - 1
+		}
+	}
+	// A cancelled caller made the probes fail; that is not the candidates' fault.
+	if err := ctx.Err(); err != nil {
+		return ResolvedExecutable{}, fmt.Errorf("resolve executable %q: %w", req.Command, err)
+	}
+	if best < 0 {
+		return ResolvedExecutable{}, refusal
+	}
+	w := refusal.Candidates[best]
+	return ResolvedExecutable{Path: w.Path, Version: w.Version, Source: SourcePath}, nil
+}
+
+// verifyFile returns why path cannot be executed as given, or "" when it can.
+func verifyFile(path string) string {
+	if !filepath.IsAbs(path) {
+		return "path is not absolute"
+	}
+	fi, err := os.Stat(path) // follows symlinks: the target is what runs
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "does not exist"
+	case err != nil:
+		return fmt.Sprintf("cannot be inspected: %v", err)
+	case fi.IsDir():
+		return "is a directory"
+	case !fi.Mode().IsRegular():
+		return fmt.Sprintf("is not a regular file (mode %s)", fi.Mode().Type())
+	}
+	// Effective ids, as exec itself will be checked against them.
+	if err := unix.Faccessat(unix.AT_FDCWD, path, unix.X_OK, unix.AT_EACCESS); err != nil {
+		if errors.Is(err, unix.EACCES) {
+			return "is not executable by this user"
+		}
+		return fmt.Sprintf("executable check failed: %v", err)
+	}
+	return ""
+}
+
+// probe runs c.Path with the version arguments and records its output and version. The
+// argv is fixed and there is no shell; the child gets its own process group so a timeout
+// reaches anything it started.
+func probe(ctx context.Context, req ExecutableRequest, c *Candidate) error {
+	timeout := req.ProbeTimeout
+	if timeout <= 0 {
+		timeout = defaultProbeTimeout
+	}
+	args := req.VersionArgs
+	if args == nil {
+		args = []string{"--version"}
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	out := &boundedBuffer{limit: probeOutputLimit}
+	cmd := exec.CommandContext(pctx, c.Path, args...)
+	cmd.Stdout, cmd.Stderr = out, out // one comparable writer: exec serialises its writes
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = probeWaitDelay
+	err := cmd.Run()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		// The probe itself succeeded; something it left in its group still holds the pipes.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		err = nil
+	}
+
+	c.Output = strings.TrimSpace(out.buf.String())
+	c.Version = versionPattern.FindString(c.Output)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		c.Version = ""
+		return fmt.Errorf("version probe timed out after %s", timeout)
+	default:
+		c.Version = ""
+		return fmt.Errorf("version probe failed: %w", err)
+	}
+}
+
+// boundedBuffer keeps the first limit bytes and silently drops the rest, so a chatty
+// child never blocks on a full pipe.
+type boundedBuffer struct {
+	buf   bytes.Buffer
+	limit int
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	if room := b.limit - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// compareVersions compares dotted decimal versions component-wise; a missing component
+// counts as 0. Components are compared as digit strings so none can overflow.
+func compareVersions(a, b string) int {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := range max(len(as), len(bs)) {
+		x, y := "", ""
+		if i < len(as) {
+			x = strings.TrimLeft(as[i], "0")
+		}
+		if i < len(bs) {
+			y = strings.TrimLeft(bs[i], "0")
+		}
+		if c := cmp.Compare(len(x), len(y)); c != 0 {
+			return c
+		}
+		if c := strings.Compare(x, y); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+func isBareCommand(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsRune(name, '/') &&
+		!strings.ContainsRune(name, os.PathSeparator) && !strings.ContainsRune(name, 0)
+}
+
+// quoteBounded quotes at most limit bytes of s, cut on a rune boundary.
+func quoteBounded(s string, limit int) string {
+	if len(s) <= limit {
+		return strconv.Quote(s)
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + fmt.Sprintf(" (truncated, %d bytes)", len(s))
+}

@@ -1,0 +1,199 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ChildShutdownGrace is how long a child's process group gets between SIGTERM and SIGKILL.
+const ChildShutdownGrace = 3 * time.Second
+
+// Command is a fixed argv to start; there is never a shell.
+type Command struct {
+	Path string
+	Args []string
+	Env  []string
+	Dir  string
+	// Stderr receives the child's stderr; nil discards it.
+	Stderr io.Writer
+}
+
+// Spawner starts provider children. The node runtime registry supplies one that tracks
+// every process group it started so none outlives the worker.
+type Spawner interface {
+	Spawn(ctx context.Context, c Command) (*Child, error)
+}
+
+// DefaultSpawner starts children in their own process group, untracked.
+var DefaultSpawner Spawner = SpawnFunc(Spawn)
+
+// SpawnFunc adapts a function to Spawner.
+type SpawnFunc func(ctx context.Context, c Command) (*Child, error)
+
+func (f SpawnFunc) Spawn(ctx context.Context, c Command) (*Child, error) { return f(ctx, c) }
+
+// Child is a running provider process, leader of its own process group, with its stdio.
+type Child struct {
+	cmd    *exec.Cmd
+	Stdin  io.WriteCloser
+	Stdout io.ReadCloser
+	exited chan struct{}
+	err    error
+
+	killOnce sync.Once
+	onExit   []func()
+	mu       sync.Mutex
+}
+
+// Spawn starts c as the leader of a new process group. ctx bounds only the start: the
+// child lives until Kill.
+func Spawn(ctx context.Context, c Command) (*Child, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(c.Path, c.Args...)
+	cmd.Env, cmd.Dir = c.Env, c.Dir
+	// Its own group, so teardown reaches every process the provider starts.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdin of %s: %w", c.Path, err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout of %s: %w", c.Path, err)
+	}
+	if c.Stderr != nil {
+		cmd.Stderr = c.Stderr
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", c.Path, err)
+	}
+	ch := &Child{cmd: cmd, Stdin: stdin, Stdout: stdout, exited: make(chan struct{})}
+	go func() {
+		ch.err = cmd.Wait()
+		close(ch.exited)
+		ch.mu.Lock()
+		fns := ch.onExit
+		ch.mu.Unlock()
+		for _, fn := range fns {
+			fn()
+		}
+	}()
+	return ch, nil
+}
+
+// PID is the child's pid, which is also its process group id.
+func (c *Child) PID() int { return c.cmd.Process.Pid }
+
+// Exited is closed once the child has exited and been reaped.
+func (c *Child) Exited() <-chan struct{} { return c.exited }
+
+// ExitErr is the child's wait error once it exited.
+func (c *Child) ExitErr() error {
+	select {
+	case <-c.exited:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// Alive reports whether the child has not exited.
+func (c *Child) Alive() bool {
+	select {
+	case <-c.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// OnExit registers fn to run after the child exits (immediately if it already has).
+func (c *Child) OnExit(fn func()) {
+	c.mu.Lock()
+	select {
+	case <-c.exited:
+		c.mu.Unlock()
+		fn()
+		return
+	default:
+	}
+	c.onExit = append(c.onExit, fn)
+	c.mu.Unlock()
+}
+
+// Kill ends the whole process group: stdin closes (many agents exit on EOF), SIGTERM, and
+// SIGKILL after grace. It returns once the leader is reaped and the group is gone or killed.
+func (c *Child) Kill(grace time.Duration) {
+	c.killOnce.Do(func() {
+		_ = c.Stdin.Close()
+		pgid := c.PID()
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-c.exited:
+		case <-t.C:
+		}
+		// Always sweep the group: grandchildren may ignore SIGTERM or outlive the leader.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-c.exited
+	})
+}
+
+// GroupAlive reports whether any process of the group pgid still exists.
+func GroupAlive(pgid int) bool {
+	err := syscall.Kill(-pgid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// ProcessGroupMembers counts live (non-zombie) processes whose process group is pgid, by
+// reading /proc. Tests use it to prove teardown leaves nothing behind.
+func ProcessGroupMembers(pgid int) (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		pid := 0
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || pid <= 0 {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the parenthesised command: state ppid pgrp ...
+		i := lastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		var state byte
+		var ppid, pgrp int
+		if _, err := fmt.Sscanf(string(stat[i+1:]), " %c %d %d", &state, &ppid, &pgrp); err != nil {
+			continue
+		}
+		if pgrp == pgid && state != 'Z' && state != 'X' {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func lastIndexByte(b []byte, c byte) int {
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == c {
+			return i
+		}
+	}
+	return -1
+}
