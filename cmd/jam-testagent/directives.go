@@ -1,0 +1,353 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+)
+
+// directivePattern matches [[name]] or [[name ARG]]; trailing blanks are
+// swallowed so "a [[echo]] b" strips to "a b".
+var directivePattern = regexp.MustCompile(`\[\[\s*([A-Za-z][A-Za-z_-]*)(?:\s+([^\[\]]*?))?\s*\]\][ \t]*`)
+
+// directives is the scripted behaviour selected for one turn.
+type directives struct {
+	echo, crash, silent, thoughts, tools, usage bool
+	fail, count, garbage, grandchild            bool
+	slow                                        time.Duration
+	permission                                  string // tool kind; "" means no permission request
+}
+
+// apply records one directive and reports whether the name is known;
+// unknown tokens are left in the text so typos are visible in the echo.
+func (d *directives) apply(name, arg string) bool {
+	switch strings.ToLower(name) {
+	case "echo":
+		d.echo = true
+	case "crash":
+		d.crash = true
+	case "silent":
+		d.silent = true
+	case "thoughts":
+		d.thoughts = true
+	case "tools":
+		d.tools = true
+	case "usage":
+		d.usage = true
+	case "fail":
+		d.fail = true
+	case "count":
+		d.count = true
+	case "garbage":
+		d.garbage = true
+	case "grandchild":
+		d.grandchild = true
+	case "slow":
+		secs := 1.0
+		if arg != "" {
+			v, err := strconv.ParseFloat(arg, 64)
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				v = 1.0
+			}
+			secs = v
+		}
+		d.slow = time.Duration(secs * float64(time.Second))
+	case "permission":
+		d.permission = "edit"
+		if arg != "" {
+			d.permission = arg
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// parseDirectives collects every known directive in text.
+func parseDirectives(text string) directives {
+	var d directives
+	for _, m := range directivePattern.FindAllStringSubmatch(text, -1) {
+		d.apply(m[1], strings.TrimSpace(m[2]))
+	}
+	return d
+}
+
+// stripDirectives removes known directive tokens, keeping unknown ones.
+func stripDirectives(text string) string {
+	return directivePattern.ReplaceAllStringFunc(text, func(tok string) string {
+		m := directivePattern.FindStringSubmatch(tok)
+		var scratch directives
+		if scratch.apply(m[1], strings.TrimSpace(m[2])) {
+			return ""
+		}
+		return tok
+	})
+}
+
+// merge overlays prompt directives on the --directives defaults: flags OR
+// together, and a value given in the prompt wins over the default.
+func (d directives) merge(o directives) directives {
+	d.echo = d.echo || o.echo
+	d.crash = d.crash || o.crash
+	d.silent = d.silent || o.silent
+	d.thoughts = d.thoughts || o.thoughts
+	d.tools = d.tools || o.tools
+	d.usage = d.usage || o.usage
+	d.fail = d.fail || o.fail
+	d.count = d.count || o.count
+	d.garbage = d.garbage || o.garbage
+	d.grandchild = d.grandchild || o.grandchild
+	if o.slow > 0 {
+		d.slow = o.slow
+	}
+	if o.permission != "" {
+		d.permission = o.permission
+	}
+	return d
+}
+
+// promptBody returns what the turn is "about": the body of the last Jam
+// envelope ("[message ...]" ... "[end message]") when present, otherwise
+// the whole text. Directives are removed and the result trimmed. An
+// unterminated final envelope runs to the end of the text.
+func promptBody(text string) string {
+	var (
+		last, cur      []string
+		found, inBlock bool
+	)
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimRight(line, "\r")
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(trimmed, "[message "):
+			inBlock, cur = true, nil
+		case inBlock && trimmed == "[end message]":
+			inBlock, found, last = false, true, cur
+		case inBlock:
+			cur = append(cur, line)
+		}
+	}
+	if inBlock {
+		found, last = true, cur
+	}
+	if found {
+		text = strings.Join(last, "\n")
+	}
+	return strings.TrimSpace(stripDirectives(text))
+}
+
+// turnOutcome is what a scripted turn produced.
+type turnOutcome struct {
+	reply string
+	stop  acp.StopReason
+	usage *acp.Usage
+}
+
+var cancelled = turnOutcome{stop: acp.StopReasonCancelled}
+
+// runTurn plays the behaviours selected by d in a fixed order: slow, garbage,
+// thoughts, tools, crash, fail, permission, grandchild, reply, usage.
+// priorTurns is the number of turns persisted before this one ([[count]]).
+func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, body string, priorTurns int) (turnOutcome, error) {
+	send := func(u acp.SessionUpdate) error {
+		return a.peer().SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: u})
+	}
+	// Any failure after cancellation is the cancellation, not an error.
+	failed := func(err error) (turnOutcome, error) {
+		if ctx.Err() != nil {
+			return cancelled, nil
+		}
+		return turnOutcome{}, err
+	}
+
+	if d.slow > 0 {
+		if err := sleepCtx(ctx, d.slow); err != nil {
+			return cancelled, nil
+		}
+	}
+	if d.garbage {
+		if err := a.writeGarbage(); err != nil {
+			return failed(err)
+		}
+	}
+	if d.thoughts {
+		if err := send(acp.UpdateAgentThoughtText("thinking about it")); err != nil {
+			return failed(err)
+		}
+	}
+	if d.tools {
+		if err := send(acp.StartToolCall("tool_1", "Reading files",
+			acp.WithStartKind(acp.ToolKindRead), acp.WithStartStatus(acp.ToolCallStatusPending))); err != nil {
+			return failed(err)
+		}
+		if err := send(acp.UpdateToolCall("tool_1", acp.WithUpdateStatus(acp.ToolCallStatusCompleted))); err != nil {
+			return failed(err)
+		}
+	}
+	if d.crash {
+		// Simulates an agent dying mid-turn with output already streamed.
+		_ = send(acp.UpdateAgentMessageText("about to crash"))
+		a.log.Warn("crashing on purpose", "session", sid)
+		a.exit(3)
+		return turnOutcome{}, fmt.Errorf("crash requested") // only reached when exit is stubbed
+	}
+	if d.fail {
+		return turnOutcome{}, acp.NewInternalError(map[string]any{"error": "scripted failure ([[fail]])"})
+	}
+
+	var parts []string
+	if d.permission != "" {
+		granted, ok, err := a.askPermission(ctx, sid, acp.ToolKind(d.permission))
+		if err != nil {
+			return failed(err)
+		}
+		if !ok {
+			return cancelled, nil
+		}
+		if granted {
+			parts = append(parts, "permission granted")
+		} else {
+			parts = append(parts, "permission denied")
+		}
+	}
+	if d.grandchild {
+		pid, err := spawnSleeper()
+		if err != nil {
+			return turnOutcome{}, acp.NewInternalError(map[string]any{"error": "spawn grandchild: " + err.Error()})
+		}
+		parts = append(parts, fmt.Sprintf("grandchild %d", pid))
+	}
+	if d.count {
+		parts = append(parts, fmt.Sprintf("turns remembered: %d", priorTurns))
+	}
+	if d.echo || len(parts) == 0 {
+		parts = append(parts, "echo: "+body)
+	}
+	reply := strings.Join(parts, "\n")
+
+	if d.silent {
+		reply = ""
+	} else {
+		// Two chunks so clients exercise their streaming/accumulation path.
+		r := []rune(reply)
+		for _, chunk := range []string{string(r[:len(r)/2]), string(r[len(r)/2:])} {
+			if chunk == "" {
+				continue
+			}
+			if err := send(acp.UpdateAgentMessageText(chunk)); err != nil {
+				return failed(err)
+			}
+		}
+	}
+
+	out := turnOutcome{reply: reply, stop: acp.StopReasonEndTurn}
+	if d.usage {
+		if err := send(acp.SessionUpdate{UsageUpdate: &acp.SessionUsageUpdate{Used: 1234, Size: 200000}}); err != nil {
+			return failed(err)
+		}
+		out.usage = &acp.Usage{InputTokens: 100, OutputTokens: 20, TotalTokens: 120}
+	}
+	if ctx.Err() != nil {
+		return cancelled, nil
+	}
+	return out, nil
+}
+
+// askPermission announces tool call perm_1 and asks the client about it.
+// ok=false means the request was cancelled (turn ends with "cancelled").
+func (a *agent) askPermission(ctx context.Context, sid acp.SessionId, kind acp.ToolKind) (granted, ok bool, err error) {
+	title := fmt.Sprintf("Scripted %s action", kind)
+	start := acp.StartToolCall("perm_1", title, acp.WithStartKind(kind), acp.WithStartStatus(acp.ToolCallStatusPending))
+	if err := a.peer().SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: start}); err != nil {
+		return false, false, err
+	}
+	resp, err := a.peer().RequestPermission(ctx, acp.RequestPermissionRequest{
+		SessionId: sid,
+		ToolCall: acp.ToolCallUpdate{
+			ToolCallId: "perm_1",
+			Title:      acp.Ptr(title),
+			Kind:       acp.Ptr(kind),
+			Status:     acp.Ptr(acp.ToolCallStatusPending),
+		},
+		Options: []acp.PermissionOption{
+			{OptionId: "allow", Name: "Allow", Kind: acp.PermissionOptionKindAllowOnce},
+			{OptionId: "allow-always", Name: "Always allow", Kind: acp.PermissionOptionKindAllowAlways},
+			{OptionId: "reject", Name: "Reject", Kind: acp.PermissionOptionKindRejectOnce},
+		},
+	})
+	if err != nil {
+		return false, false, err
+	}
+	if resp.Outcome.Cancelled != nil {
+		return false, false, nil
+	}
+	if resp.Outcome.Selected == nil {
+		return false, false, acp.NewInvalidParams(map[string]any{"error": "permission outcome has neither cancelled nor selected"})
+	}
+	switch id := string(resp.Outcome.Selected.OptionId); id {
+	case "allow", "allow-always":
+		granted = true
+	case "reject":
+	default:
+		return false, false, acp.NewInvalidParams(map[string]any{"error": "unknown permission option " + strconv.Quote(id)})
+	}
+	status := acp.ToolCallStatusFailed
+	if granted {
+		status = acp.ToolCallStatusCompleted
+	}
+	upd := acp.UpdateToolCall("perm_1", acp.WithUpdateStatus(status))
+	if err := a.peer().SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: upd}); err != nil {
+		return false, false, err
+	}
+	return granted, true, nil
+}
+
+// garbageBlobSize is larger than common line limits (the Go SDK's is 10 MiB)
+// so clients prove they survive oversize lines.
+const garbageBlobSize = 20 << 20
+
+// writeGarbage emits lines a robust client must tolerate: invalid JSON, a
+// request for a method it does not know, and a 20 MiB notification.
+func (a *agent) writeGarbage() error {
+	var big bytes.Buffer
+	big.Grow(garbageBlobSize + 128)
+	big.WriteString(`{"jsonrpc":"2.0","method":"jam/garbage","params":{"blob":"`)
+	big.Write(bytes.Repeat([]byte{'x'}, garbageBlobSize))
+	big.WriteString("\"}}\n")
+	for _, line := range [][]byte{
+		[]byte("{not json\n"),
+		[]byte(`{"jsonrpc":"2.0","id":"garbage-1","method":"jam/unknown","params":{}}` + "\n"),
+		big.Bytes(),
+	} {
+		if err := a.out.writeRaw(line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sleepCtx waits d in small steps so a cancel ends the wait promptly.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	const step = 20 * time.Millisecond
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		t := time.NewTimer(min(left, step))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
