@@ -220,43 +220,7 @@ func (q *Q) Settle(ctx context.Context, agent, message uuid.UUID, how domain.Set
 	)
 	err := q.atomic(ctx, func(q *Q) error {
 		var err error
-		if in, err = q.GetInbound(ctx, agent, message); err != nil {
-			return err
-		}
-		if in.State == domain.InboundSettled {
-			if in.Settlement != how {
-				return ErrSettledOtherwise
-			}
-			if how == domain.SettledReply {
-				prev, err := q.GetMessage(ctx, *in.ReplyMessageID)
-				if err != nil {
-					return err
-				}
-				if prev.Text != text {
-					return ErrSettledOtherwise
-				}
-				reply = &prev
-			}
-			return nil
-		}
-		if how == domain.SettledReply {
-			posted, err := q.postMessage(ctx, domain.Message{ID: uuid.New(), RoomID: in.RoomID, AuthorKind: domain.ParticipantAgent,
-				AuthorAgentID: &agent, Text: text, ReplyTo: &message, CreatedAt: at})
-			if err != nil {
-				return err
-			}
-			reply = &posted
-			in.ReplyMessageID = &posted.ID
-		}
-		if _, err := q.exec(ctx, `
-UPDATE inbound SET state = ?, settlement = ?, reply_message_id = ?, settled_at = ? WHERE agent_id = ? AND message_id = ?`,
-			domain.InboundSettled, how, in.ReplyMessageID, at, agent, message); err != nil {
-			return err
-		}
-		in.State, in.Settlement, in.SettledAt = domain.InboundSettled, how, &at
-		_, err = q.appendEvents(ctx, at, NewEvent(domain.EventMessageSettled, &in.RoomID, &agent, map[string]any{
-			"message_id": message, "settlement": how, "reply_message_id": in.ReplyMessageID,
-		}))
+		in, reply, err = q.settle(ctx, agent, message, how, text, at)
 		return err
 	})
 	if err != nil {
@@ -266,4 +230,48 @@ UPDATE inbound SET state = ?, settlement = ?, reply_message_id = ?, settled_at =
 		return domain.Inbound{}, nil, fmt.Errorf("settle %s for agent %s: %w", message, agent, err)
 	}
 	return in, reply, nil
+}
+
+// settle is Settle inside the caller's transaction.
+func (q *Q) settle(ctx context.Context, agent, message uuid.UUID, how domain.Settlement, text string, at time.Time) (domain.Inbound, *domain.Message, error) {
+	in, err := q.GetInbound(ctx, agent, message)
+	if err != nil {
+		return in, nil, err
+	}
+	if in.State == domain.InboundSettled {
+		if in.Settlement != how {
+			return in, nil, ErrSettledOtherwise
+		}
+		if how != domain.SettledReply {
+			return in, nil, nil
+		}
+		prev, err := q.GetMessage(ctx, *in.ReplyMessageID)
+		if err != nil {
+			return in, nil, err
+		}
+		if prev.Text != text {
+			return in, nil, ErrSettledOtherwise
+		}
+		return in, &prev, nil
+	}
+	var reply *domain.Message
+	if how == domain.SettledReply {
+		posted, err := q.postMessage(ctx, domain.Message{ID: uuid.New(), RoomID: in.RoomID, AuthorKind: domain.ParticipantAgent,
+			AuthorAgentID: &agent, Text: text, ReplyTo: &message, CreatedAt: at})
+		if err != nil {
+			return in, nil, err
+		}
+		reply = &posted
+		in.ReplyMessageID = &posted.ID
+	}
+	if _, err := q.exec(ctx, `
+UPDATE inbound SET state = ?, settlement = ?, reply_message_id = ?, settled_at = ? WHERE agent_id = ? AND message_id = ?`,
+		domain.InboundSettled, how, in.ReplyMessageID, at, agent, message); err != nil {
+		return in, nil, err
+	}
+	in.State, in.Settlement, in.SettledAt = domain.InboundSettled, how, &at
+	_, err = q.appendEvents(ctx, at, NewEvent(domain.EventMessageSettled, &in.RoomID, &agent, map[string]any{
+		"message_id": message, "settlement": how, "reply_message_id": in.ReplyMessageID,
+	}))
+	return in, reply, err
 }

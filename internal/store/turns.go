@@ -1,0 +1,132 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// ErrFenced: the runtime instance generation is no longer the session's current one. A
+// retired instance can never settle or emit into its successor's turn.
+var ErrFenced = errors.New("runtime instance generation is retired")
+
+// BeginRuntimeInstance issues the next runtime instance generation of a runtime session.
+// Every later write of an older generation is fenced off.
+func (q *Q) BeginRuntimeInstance(ctx context.Context, session uuid.UUID, at time.Time) (int64, error) {
+	var gen int64
+	err := q.atomic(ctx, func(q *Q) error {
+		return q.get(ctx, &gen, `UPDATE runtime_sessions SET instance_generation = instance_generation + 1, updated_at = ?
+WHERE id = ? RETURNING instance_generation`, domain.Timestamp(at), session)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("begin runtime instance of %s: %w", session, err)
+	}
+	return gen, nil
+}
+
+// fence fails with ErrFenced unless generation is the session's current instance. It runs
+// inside the writing transaction, behind the writer lock, so a successor cannot begin between
+// the check and the write.
+func (q *Q) fence(ctx context.Context, session uuid.UUID, generation int64) error {
+	var current int64
+	if err := q.get(ctx, &current, `SELECT instance_generation FROM runtime_sessions WHERE id = ?`, session); err != nil {
+		return err
+	}
+	if current != generation {
+		return fmt.Errorf("%w: generation %d, current %d", ErrFenced, generation, current)
+	}
+	return nil
+}
+
+// TurnSettle is one settlement of a committed turn.
+type TurnSettle struct {
+	MessageID uuid.UUID
+	How       domain.Settlement
+	Text      string
+}
+
+// TurnCommit is everything a completed turn settles, written at once.
+type TurnCommit struct {
+	RuntimeSession uuid.UUID
+	Generation     int64
+	AgentID        uuid.UUID
+	TurnID         string
+	Settles        []TurnSettle
+	At             time.Time
+}
+
+// CommitTurn settles a completed turn's messages in one transaction, fenced on the runtime
+// instance generation. It is idempotent: an exact retry (a redelivered activity) changes
+// nothing and returns the same rows; a conflicting second settlement fails.
+func (q *Q) CommitTurn(ctx context.Context, c TurnCommit) ([]domain.Inbound, error) {
+	at := domain.Timestamp(c.At)
+	var out []domain.Inbound
+	err := q.atomic(ctx, func(q *Q) error {
+		out = out[:0]
+		if err := q.fence(ctx, c.RuntimeSession, c.Generation); err != nil {
+			return err
+		}
+		for _, s := range c.Settles {
+			in, _, err := q.settle(ctx, c.AgentID, s.MessageID, s.How, s.Text, at)
+			if err != nil {
+				return fmt.Errorf("message %s: %w", s.MessageID, err)
+			}
+			out = append(out, in)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("commit turn %s of %s: %w", c.TurnID, c.RuntimeSession, err)
+	}
+	return out, nil
+}
+
+// AppendRuntimeActivity writes runtime events (each payload one provider AgentEvent) to the
+// event log as runtime_activity, fenced on the runtime instance generation.
+func (q *Q) AppendRuntimeActivity(ctx context.Context, session uuid.UUID, generation int64, room, agent uuid.UUID,
+	payloads []json.RawMessage, at time.Time) error {
+	if len(payloads) == 0 {
+		return nil
+	}
+	at = domain.Timestamp(at)
+	err := q.atomic(ctx, func(q *Q) error {
+		if err := q.fence(ctx, session, generation); err != nil {
+			return err
+		}
+		evs := make([]domain.Event, len(payloads))
+		for i, p := range payloads {
+			evs[i] = domain.Event{Kind: domain.EventRuntimeActivity, RoomID: &room, AgentID: &agent, Payload: p}
+		}
+		_, err := q.appendEvents(ctx, at, evs...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("append runtime activity of %s: %w", session, err)
+	}
+	return nil
+}
+
+// RecordRuntimeExit logs that a node saw a runtime's process die on its own.
+func (q *Q) RecordRuntimeExit(ctx context.Context, session uuid.UUID, generation int64, reason domain.RuntimeExitReason, at time.Time) error {
+	at = domain.Timestamp(at)
+	err := q.atomic(ctx, func(q *Q) error {
+		hs, err := q.GetHostSession(ctx, session)
+		if err != nil {
+			return err
+		}
+		_, err = q.appendEvents(ctx, at, NewEvent(domain.EventRuntimeExited, &hs.RoomID, &hs.AgentID, map[string]any{
+			"runtime_session": session, "generation": generation, "reason": reason,
+		}))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record exit of runtime %s: %w", session, err)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// ownedInRoom makes an owned agent with a template, a room with a human, and binds them.
+func ownedInRoom(t *testing.T, s *Store) (domain.Agent, domain.Room, uuid.UUID) {
+	t.Helper()
+	a := createAgent(t, s, "owned-"+uuid.NewString()[:8], domain.AgentOwned, "")
+	createTemplate(t, s, a.ID, "default")
+	room := createRoom(t, s, "lab")
+	m, err := s.AddAgentToRoom(context.Background(), room.ID, a.ID, fixtureTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	join(t, s, room.ID, "alice")
+	return a, room, m.Session.RuntimeSessionID
+}
+
+func TestCommitTurnSettlesOnceAndFencesRetiredInstances(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		a, room, session := ownedInRoom(t, s)
+		q1 := humanPost(t, s, room.ID, "alice", "question one")
+		q2 := humanPost(t, s, room.ID, "alice", "question two")
+
+		gen1, err := s.BeginRuntimeInstance(ctx, session, fixtureTime)
+		if err != nil || gen1 != 1 {
+			t.Fatalf("first instance: %d %v", gen1, err)
+		}
+		commit := TurnCommit{RuntimeSession: session, Generation: gen1, AgentID: a.ID, TurnID: "t1", At: fixtureTime,
+			Settles: []TurnSettle{{MessageID: q1.ID, How: domain.SettledAck}, {MessageID: q2.ID, How: domain.SettledReply, Text: "answer"}}}
+		rows, err := s.CommitTurn(ctx, commit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 || rows[1].ReplyMessageID == nil {
+			t.Fatalf("rows %+v", rows)
+		}
+		// A redelivered activity retries exactly: nothing changes, no second reply is posted.
+		again, err := s.CommitTurn(ctx, commit)
+		if err != nil || *again[1].ReplyMessageID != *rows[1].ReplyMessageID {
+			t.Fatalf("retry: %+v %v", again, err)
+		}
+		msgs, _ := s.ListMessages(ctx, room.ID, 0, 10)
+		if len(msgs) != 3 {
+			t.Fatalf("transcript has %d messages, want the two questions and one reply", len(msgs))
+		}
+
+		// A successor instance begins: the retired one can neither settle nor emit.
+		gen2, err := s.BeginRuntimeInstance(ctx, session, fixtureTime)
+		if err != nil || gen2 != 2 {
+			t.Fatalf("second instance: %d %v", gen2, err)
+		}
+		q3 := humanPost(t, s, room.ID, "alice", "question three")
+		_, err = s.CommitTurn(ctx, TurnCommit{RuntimeSession: session, Generation: gen1, AgentID: a.ID, TurnID: "late",
+			Settles: []TurnSettle{{MessageID: q3.ID, How: domain.SettledReply, Text: "stale"}}, At: fixtureTime})
+		if !errors.Is(err, ErrFenced) {
+			t.Fatalf("a retired instance settled: %v", err)
+		}
+		if in, _ := s.GetInbound(ctx, a.ID, q3.ID); in.State != domain.InboundQueued {
+			t.Fatalf("fenced commit changed the queue: %+v", in)
+		}
+		payload := []json.RawMessage{json.RawMessage(`{"kind":"thought","text":"late"}`)}
+		if err := s.AppendRuntimeActivity(ctx, session, gen1, room.ID, a.ID, payload, fixtureTime); !errors.Is(err, ErrFenced) {
+			t.Fatalf("a retired instance emitted: %v", err)
+		}
+		if err := s.AppendRuntimeActivity(ctx, session, gen2, room.ID, a.ID, payload, fixtureTime); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := s.ListEvents(ctx, 0, EventFilter{Room: &room.ID}, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		activity := 0
+		for _, e := range evs {
+			if e.Kind == domain.EventRuntimeActivity {
+				activity++
+			}
+		}
+		if activity != 1 {
+			t.Fatalf("%d runtime_activity events, want 1", activity)
+		}
+	})
+}
+
+func TestCommitTurnIsAllOrNothing(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		a, room, session := ownedInRoom(t, s)
+		q1 := humanPost(t, s, room.ID, "alice", "one")
+		q2 := humanPost(t, s, room.ID, "alice", "two")
+		gen, _ := s.BeginRuntimeInstance(ctx, session, fixtureTime)
+		if _, _, err := s.Settle(ctx, a.ID, q2.ID, domain.SettledAck, "", fixtureTime); err != nil {
+			t.Fatal(err)
+		}
+		// q2 was acked already; replying to it conflicts and the whole turn rolls back.
+		_, err := s.CommitTurn(ctx, TurnCommit{RuntimeSession: session, Generation: gen, AgentID: a.ID, TurnID: "t", At: fixtureTime,
+			Settles: []TurnSettle{{MessageID: q1.ID, How: domain.SettledAck}, {MessageID: q2.ID, How: domain.SettledReply, Text: "x"}}})
+		if !errors.Is(err, ErrSettledOtherwise) {
+			t.Fatalf("conflict: %v", err)
+		}
+		if in, _ := s.GetInbound(ctx, a.ID, q1.ID); in.State != domain.InboundQueued {
+			t.Fatalf("a partial commit settled %+v", in)
+		}
+	})
+}
+
+func TestRuntimeExitIsRecordedForTheSessionsRoom(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		a, room, session := ownedInRoom(t, s)
+		if err := s.RecordRuntimeExit(ctx, session, 1, domain.RuntimeExitedIdle, fixtureTime); err != nil {
+			t.Fatal(err)
+		}
+		kinds := eventKinds(t, s, EventFilter{Room: &room.ID, Agent: &a.ID})
+		if kinds[len(kinds)-1] != domain.EventRuntimeExited {
+			t.Fatalf("events %v", kinds)
+		}
+	})
+}
