@@ -17,6 +17,7 @@ import (
 
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/workflows"
 )
@@ -39,6 +40,8 @@ type Config struct {
 	// Register, when set, adds registrations to the shared and the node worker (tests use it
 	// to run their own activities through the real workers).
 	Register func(shared, node worker.Registry)
+	// Factories override the runtime adapters by provider family (DefaultFactories).
+	Factories map[domain.Provider]provider.Factory
 }
 
 // Workers are a node's running workers and its heartbeat.
@@ -48,6 +51,7 @@ type Workers struct {
 	beatDone     chan struct{}
 	stopOnce     sync.Once
 	fatal        chan error
+	runtimes     *RuntimeRegistry
 }
 
 // Start registers the node, starts its heartbeat and starts both workers.
@@ -78,6 +82,13 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		node:   worker.New(cfg.Client, workflows.NodeTaskQueue(cfg.Node), opts),
 		fatal:  make(chan error, 1),
 	}
+	w.runtimes = NewRuntimeRegistry(cfg.Logger, cfg.Factories, func(exit RuntimeExit) {
+		// The RoomSession workflow hears of it from Reconcile and its next turn; the event
+		// log tells people now.
+		if err := cfg.Store.RecordRuntimeExit(context.Background(), exit.RuntimeSession, exit.Generation, exit.Reason, time.Now()); err != nil {
+			cfg.Logger.Warn("record runtime exit", "runtime_session", exit.RuntimeSession, "error", err)
+		}
+	})
 	registerShared(w.shared)
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
 	if cfg.Register != nil {
@@ -115,10 +126,17 @@ func (w *Workers) Stop() {
 			go func() { defer wg.Done(); wk.Stop() }()
 		}
 		wg.Wait()
+		// Activities have finished or been abandoned: no child outlives the worker.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*provider.ChildShutdownGrace)
+		w.runtimes.Shutdown(ctx)
+		cancel()
 		w.stopBeat()
 		<-w.beatDone
 	})
 }
+
+// Runtimes is this worker process's node runtime registry.
+func (w *Workers) Runtimes() *RuntimeRegistry { return w.runtimes }
 
 // Fatal delivers the error that made this node stop serving, e.g. another live worker
 // took its name over. The process should exit.

@@ -1,0 +1,283 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"syscall"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/provider/acp"
+)
+
+// RuntimeExit reports a runtime whose provider process died without being torn down.
+type RuntimeExit struct {
+	RuntimeSession uuid.UUID
+	Generation     int64
+	Reason         domain.RuntimeExitReason
+}
+
+// DefaultFactories maps each provider family to its adapter. OpenCode and Cursor are
+// catalog rows on the ACP adapter.
+func DefaultFactories() map[domain.Provider]provider.Factory {
+	return map[domain.Provider]provider.Factory{
+		domain.ProviderACP:      acp.New,
+		domain.ProviderOpenCode: acp.New,
+		domain.ProviderCursor:   acp.New,
+	}
+}
+
+// ErrRegistryClosed: the worker is shutting down and starts no runtime.
+var ErrRegistryClosed = errors.New("runtime registry is shut down")
+
+// ErrUnsupportedTransport: no adapter is registered for the transport's provider.
+var ErrUnsupportedTransport = errors.New("no runtime adapter for this transport")
+
+// RuntimeRegistry is a worker process's table of live provider runtimes, one per runtime
+// session. It spawns every child in its own process group and remembers the group until the
+// child is reaped, so teardown and worker shutdown leave no orphans; it notices a child that
+// dies on its own and reports it.
+type RuntimeRegistry struct {
+	log       *slog.Logger
+	factories map[domain.Provider]provider.Factory
+	onExit    func(RuntimeExit)
+
+	mu       sync.Mutex
+	runtimes map[uuid.UUID]*runtimeEntry
+	groups   map[int]struct{}
+	closed   bool
+}
+
+type runtimeEntry struct {
+	rt         provider.Runtime
+	generation int64
+	turns      int
+	stopping   bool
+}
+
+// NewRuntimeRegistry builds an empty registry. onExit (may be nil) hears about children that
+// exit on their own; it must not block.
+func NewRuntimeRegistry(log *slog.Logger, factories map[domain.Provider]provider.Factory, onExit func(RuntimeExit)) *RuntimeRegistry {
+	if factories == nil {
+		factories = DefaultFactories()
+	}
+	if onExit == nil {
+		onExit = func(RuntimeExit) {}
+	}
+	return &RuntimeRegistry{log: log, factories: factories, onExit: onExit,
+		runtimes: map[uuid.UUID]*runtimeEntry{}, groups: map[int]struct{}{}}
+}
+
+// Spawn implements provider.Spawner: the child leads its own process group, which the
+// registry tracks until the child is reaped.
+func (r *RuntimeRegistry) Spawn(ctx context.Context, c provider.Command) (*provider.Child, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrRegistryClosed
+	}
+	r.mu.Unlock()
+	child, err := provider.Spawn(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	pgid := child.PID()
+	r.mu.Lock()
+	r.groups[pgid] = struct{}{}
+	closed := r.closed
+	r.mu.Unlock()
+	child.OnExit(func() {
+		// The leader is reaped; sweep what it left in its group before forgetting it.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		r.mu.Lock()
+		delete(r.groups, pgid)
+		r.mu.Unlock()
+	})
+	if closed {
+		child.Kill(0)
+		return nil, ErrRegistryClosed
+	}
+	return child, nil
+}
+
+// Start builds and prepares the runtime of spec.RuntimeSession, or returns the one already
+// running for the same generation. A runtime of an older generation is torn down first: one
+// session never has two live instances.
+func (r *RuntimeRegistry) Start(ctx context.Context, spec provider.Spec) (provider.Runtime, provider.Prepared, error) {
+	row, ok := domain.LookupTransport(spec.Transport)
+	if !ok || !row.Owned {
+		return nil, provider.Prepared{}, fmt.Errorf("%w: %s", ErrUnsupportedTransport, spec.Transport)
+	}
+	factory, ok := r.factories[row.Provider]
+	if !ok {
+		return nil, provider.Prepared{}, fmt.Errorf("%w: %s", ErrUnsupportedTransport, spec.Transport)
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, provider.Prepared{}, ErrRegistryClosed
+	}
+	if e, ok := r.runtimes[spec.RuntimeSession]; ok && !e.stopping {
+		if e.generation == spec.Generation {
+			r.mu.Unlock()
+			p, err := e.rt.Prepare(ctx)
+			return e.rt, p, err
+		}
+		if e.generation > spec.Generation {
+			r.mu.Unlock()
+			return nil, provider.Prepared{}, fmt.Errorf("start runtime %s: generation %d is older than the live %d",
+				spec.RuntimeSession, spec.Generation, e.generation)
+		}
+	}
+	r.mu.Unlock()
+	if err := r.Teardown(ctx, spec.RuntimeSession, domain.CheckpointBeforeReset); err != nil {
+		return nil, provider.Prepared{}, err
+	}
+
+	spec.Spawner = r
+	rt, err := factory(spec)
+	if err != nil {
+		return nil, provider.Prepared{}, fmt.Errorf("build runtime %s: %w", spec.RuntimeSession, err)
+	}
+	e := &runtimeEntry{rt: rt, generation: spec.Generation}
+	r.mu.Lock()
+	r.runtimes[spec.RuntimeSession] = e
+	r.mu.Unlock()
+	p, err := rt.Prepare(ctx)
+	if err != nil {
+		_ = rt.Teardown(context.WithoutCancel(ctx), domain.CheckpointBeforeStop)
+		r.forget(spec.RuntimeSession, e)
+		return nil, provider.Prepared{}, err
+	}
+	go r.watch(spec.RuntimeSession, e)
+	return rt, p, nil
+}
+
+// watch reports a child that exits while the registry still tracks it as live.
+func (r *RuntimeRegistry) watch(session uuid.UUID, e *runtimeEntry) {
+	<-e.rt.Exited()
+	r.mu.Lock()
+	current := r.runtimes[session] == e && !e.stopping
+	reason := domain.RuntimeExitedIdle
+	if e.turns > 0 {
+		reason = domain.RuntimeExitedTurn
+	}
+	if current {
+		delete(r.runtimes, session)
+	}
+	r.mu.Unlock()
+	if !current {
+		return
+	}
+	r.log.Warn("runtime process exited", "runtime_session", session, "generation", e.generation, "reason", reason)
+	// Reap what is left of it (the transport, any grandchildren).
+	_ = e.rt.Teardown(context.Background(), domain.CheckpointBeforeStop)
+	r.onExit(RuntimeExit{RuntimeSession: session, Generation: e.generation, Reason: reason})
+}
+
+func (r *RuntimeRegistry) forget(session uuid.UUID, e *runtimeEntry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runtimes[session] == e {
+		delete(r.runtimes, session)
+	}
+}
+
+// Get returns the live runtime of a session and its generation.
+func (r *RuntimeRegistry) Get(session uuid.UUID) (provider.Runtime, int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.runtimes[session]
+	if !ok || e.stopping {
+		return nil, 0, false
+	}
+	return e.rt, e.generation, true
+}
+
+// ErrRuntimeNotLive: the session has no live runtime of that generation on this node (the
+// worker restarted, or the runtime was replaced); the workflow must prepare again.
+var ErrRuntimeNotLive = errors.New("runtime is not live on this node")
+
+// RunTurn runs one turn on the session's live runtime of the given generation.
+func (r *RuntimeRegistry) RunTurn(ctx context.Context, session uuid.UUID, generation int64, turn provider.Turn) (provider.TurnResult, error) {
+	r.mu.Lock()
+	e, ok := r.runtimes[session]
+	if !ok || e.stopping || e.generation != generation {
+		r.mu.Unlock()
+		return provider.TurnResult{}, fmt.Errorf("run turn on %s generation %d: %w", session, generation, ErrRuntimeNotLive)
+	}
+	e.turns++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		e.turns--
+		r.mu.Unlock()
+	}()
+	return e.rt.RunTurn(ctx, turn)
+}
+
+// Teardown stops a session's runtime and reaps its process group; a session with no live
+// runtime is already torn down. A failed teardown keeps the runtime tracked so it is retried,
+// never orphaned.
+func (r *RuntimeRegistry) Teardown(ctx context.Context, session uuid.UUID, reason domain.CheckpointReason) error {
+	r.mu.Lock()
+	e, ok := r.runtimes[session]
+	if !ok {
+		r.mu.Unlock()
+		return nil
+	}
+	e.stopping = true
+	r.mu.Unlock()
+	if err := e.rt.Teardown(ctx, reason); err != nil {
+		r.mu.Lock()
+		e.stopping = false
+		r.mu.Unlock()
+		return fmt.Errorf("teardown runtime %s: %w", session, err)
+	}
+	r.forget(session, e)
+	return nil
+}
+
+// Len is the number of live runtimes.
+func (r *RuntimeRegistry) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.runtimes)
+}
+
+// Shutdown tears every runtime down (BeforeStop), refuses new ones, and finally kills any
+// process group still tracked, so a stopping worker leaves no child behind.
+func (r *RuntimeRegistry) Shutdown(ctx context.Context) {
+	r.mu.Lock()
+	r.closed = true
+	sessions := make([]uuid.UUID, 0, len(r.runtimes))
+	for s := range r.runtimes {
+		sessions = append(sessions, s)
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Teardown(ctx, s, domain.CheckpointBeforeStop); err != nil {
+				r.log.Warn("runtime teardown at shutdown failed", "runtime_session", s, "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+	r.mu.Lock()
+	groups := make([]int, 0, len(r.groups))
+	for g := range r.groups {
+		groups = append(groups, g)
+	}
+	r.mu.Unlock()
+	for _, g := range groups {
+		_ = syscall.Kill(-g, syscall.SIGKILL)
+	}
+}

@@ -1,0 +1,162 @@
+package workers
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/testsupport/testagent"
+)
+
+func agentSpec(t *testing.T, session uuid.UUID, gen int64, args ...string) provider.Spec {
+	return provider.Spec{RuntimeSession: session, Generation: gen, Transport: domain.TransportACP,
+		Executable: testagent.Binary(t), Args: append([]string{"--state-dir", t.TempDir()}, args...),
+		Env: os.Environ(), Dir: t.TempDir()}
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func requireGroupGone(t *testing.T, pgid int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		n, err := provider.ProcessGroupMembers(pgid)
+		return err == nil && n == 0
+	}, 10*time.Second, 50*time.Millisecond, "process group %d still has members", pgid)
+}
+
+func startRuntime(t *testing.T, r *RuntimeRegistry, spec provider.Spec) (provider.Runtime, provider.Prepared) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rt, p, err := r.Start(ctx, spec)
+	require.NoError(t, err)
+	return rt, p
+}
+
+func TestRegistryStartIsIdempotentForOneGeneration(t *testing.T) {
+	r := NewRuntimeRegistry(quietLog(), nil, nil)
+	defer r.Shutdown(context.Background())
+	spec := agentSpec(t, uuid.New(), 1)
+	rt, p := startRuntime(t, r, spec)
+	rt2, p2 := startRuntime(t, r, spec)
+	assert.Same(t, rt, rt2)
+	assert.Equal(t, p.ProviderSessionID, p2.ProviderSessionID)
+	assert.Equal(t, 1, r.Len())
+	got, gen, ok := r.Get(spec.RuntimeSession)
+	require.True(t, ok)
+	assert.Same(t, rt, got)
+	assert.Equal(t, int64(1), gen)
+}
+
+func TestRegistryReplacesAnOlderGenerationAndFencesTurns(t *testing.T) {
+	r := NewRuntimeRegistry(quietLog(), nil, nil)
+	defer r.Shutdown(context.Background())
+	session := uuid.New()
+	old, _ := startRuntime(t, r, agentSpec(t, session, 1))
+	oldPID := old.Liveness().PID
+	startRuntime(t, r, agentSpec(t, session, 2))
+	requireGroupGone(t, oldPID)
+	assert.Equal(t, 1, r.Len(), "one session never has two live instances")
+
+	_, err := r.RunTurn(context.Background(), session, 1, provider.Turn{ID: "t"})
+	assert.ErrorIs(t, err, ErrRuntimeNotLive, "a retired generation cannot run a turn")
+	_, _, err = r.Start(context.Background(), agentSpec(t, session, 1))
+	assert.Error(t, err, "an older generation cannot displace the live one")
+
+	msg := provider.Message{ID: uuid.New(), AuthorKind: domain.ParticipantHuman, AuthorName: "alice", Text: "ping"}
+	res, err := r.RunTurn(context.Background(), session, 2, provider.Turn{ID: "t2", Messages: []provider.Message{msg}})
+	require.NoError(t, err)
+	assert.Equal(t, "echo: ping", res.Plan.Settles[0].Text)
+}
+
+func TestRegistryReportsAChildThatExitsOnItsOwn(t *testing.T) {
+	exits := make(chan RuntimeExit, 4)
+	r := NewRuntimeRegistry(quietLog(), nil, func(e RuntimeExit) { exits <- e })
+	defer r.Shutdown(context.Background())
+
+	t.Run("between turns", func(t *testing.T) {
+		spec := agentSpec(t, uuid.New(), 3, "--grandchild")
+		rt, _ := startRuntime(t, r, spec)
+		pid := rt.Liveness().PID
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		select {
+		case e := <-exits:
+			assert.Equal(t, RuntimeExit{RuntimeSession: spec.RuntimeSession, Generation: 3, Reason: domain.RuntimeExitedIdle}, e)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the exit was not reported")
+		}
+		_, _, ok := r.Get(spec.RuntimeSession)
+		assert.False(t, ok)
+		requireGroupGone(t, pid)
+	})
+
+	t.Run("during a turn", func(t *testing.T) {
+		spec := agentSpec(t, uuid.New(), 1)
+		rt, _ := startRuntime(t, r, spec)
+		pid := rt.Liveness().PID
+		msg := provider.Message{ID: uuid.New(), AuthorKind: domain.ParticipantHuman, Text: "[[crash]]"}
+		res, err := r.RunTurn(context.Background(), spec.RuntimeSession, 1, provider.Turn{ID: "c", Messages: []provider.Message{msg}})
+		require.NoError(t, err)
+		assert.Equal(t, domain.TurnFailed, res.Outcome)
+		select {
+		case e := <-exits:
+			assert.Equal(t, domain.RuntimeExitedTurn, e.Reason)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the exit was not reported")
+		}
+		requireGroupGone(t, pid)
+	})
+
+	t.Run("a teardown is not reported as an exit", func(t *testing.T) {
+		spec := agentSpec(t, uuid.New(), 1)
+		rt, _ := startRuntime(t, r, spec)
+		pid := rt.Liveness().PID
+		require.NoError(t, r.Teardown(context.Background(), spec.RuntimeSession, domain.CheckpointBeforeStop))
+		requireGroupGone(t, pid)
+		select {
+		case e := <-exits:
+			t.Fatalf("unexpected exit report %+v", e)
+		case <-time.After(300 * time.Millisecond):
+		}
+		require.NoError(t, r.Teardown(context.Background(), spec.RuntimeSession, domain.CheckpointBeforeStop), "idempotent")
+	})
+}
+
+func TestRegistryShutdownLeavesNoChildBehind(t *testing.T) {
+	r := NewRuntimeRegistry(quietLog(), nil, nil)
+	var pids []int
+	for i := 0; i < 2; i++ {
+		rt, _ := startRuntime(t, r, agentSpec(t, uuid.New(), 1, "--grandchild"))
+		pids = append(pids, rt.Liveness().PID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	r.Shutdown(ctx)
+	for _, pid := range pids {
+		requireGroupGone(t, pid)
+	}
+	assert.Zero(t, r.Len())
+	_, _, err := r.Start(context.Background(), agentSpec(t, uuid.New(), 1))
+	assert.ErrorIs(t, err, ErrRegistryClosed)
+}
+
+func TestRegistryRefusesTransportsWithoutAnAdapter(t *testing.T) {
+	r := NewRuntimeRegistry(quietLog(), nil, nil)
+	defer r.Shutdown(context.Background())
+	for _, tr := range []domain.Transport{domain.TransportAttachInbox, domain.TransportCodexAppServer} {
+		spec := agentSpec(t, uuid.New(), 1)
+		spec.Transport = tr
+		_, _, err := r.Start(context.Background(), spec)
+		assert.ErrorIs(t, err, ErrUnsupportedTransport, tr)
+	}
+}
