@@ -7,12 +7,14 @@ WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 .PHONY: dev build test check vet fmt-check workflowcheck ci bench
 
 ## dev: run everything in one process (embedded Temporal + Web UI, API, worker, SQLite)
-dev:
-	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/jam dev
+##      with jam-testagent beside it as the default provider
+dev: build
+	./bin/jam dev
 
-## build: build bin/jam
+## build: build bin/jam and bin/jam-testagent (the scripted ACP agent)
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/jam ./cmd/jam
+	$(GO) build -o bin/jam-testagent ./cmd/jam-testagent
 
 ## test: every test; Postgres tests run when JAM_TEST_DATABASE_URL is set (required with JAM_REQUIRE_POSTGRES=1)
 test:
@@ -38,6 +40,8 @@ ci:
 ## bench: benchmarks on SQLite and (when JAM_TEST_DATABASE_URL is set) Postgres; not gated by CI
 ##        - a journaled workspace operation in the store
 ##        - post -> event stream latency, 20 subscribers at 200 messages/s (p50/p95/p99 ms)
+##        - one ACP turn through the adapter and jam-testagent (p50/p95 ms)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/store/
 	$(GO) test -run '^$$' -bench PostToEventStream -benchtime 600x ./api/
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/provider/acp/

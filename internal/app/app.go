@@ -203,6 +203,7 @@ func runBand(ctx context.Context, st *store.Store, starter lifecycle.Starter, lo
 
 // startWorkers starts a node's workers; it shares the node default (the host name) with every command.
 func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Store) (*workers.Workers, error) {
+	useBundledTestAgent(o.Logger)
 	return workers.Start(ctx, workers.Config{
 		Client: c, Store: st, Node: o.Node, DataDir: o.Home, Version: o.Version,
 		Logger: o.Logger.With("component", "worker"),

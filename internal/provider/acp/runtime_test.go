@@ -69,13 +69,13 @@ type fixture struct {
 	state string
 }
 
-func newFixture(t *testing.T, args ...string) *fixture {
+func newFixture(t testing.TB, args ...string) *fixture {
 	t.Helper()
 	state := t.TempDir()
 	return newFixtureIn(t, state, args...)
 }
 
-func newFixtureIn(t *testing.T, state string, args ...string) *fixture {
+func newFixtureIn(t testing.TB, state string, args ...string) *fixture {
 	rec := &recorder{}
 	return &fixture{rec: rec, state: state, spec: provider.Spec{
 		RuntimeSession: uuid.New(), Generation: 1, AgentID: uuid.New(), RoomID: uuid.New(),
@@ -85,7 +85,7 @@ func newFixtureIn(t *testing.T, state string, args ...string) *fixture {
 	}}
 }
 
-func (f *fixture) start(t *testing.T) (provider.Runtime, provider.Prepared) {
+func (f *fixture) start(t testing.TB) (provider.Runtime, provider.Prepared) {
 	t.Helper()
 	rt, err := acp.New(f.spec)
 	require.NoError(t, err)
