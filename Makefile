@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 
-.PHONY: dev build test check vet fmt-check workflowcheck ci bench
+.PHONY: dev build test test-race check vet fmt-check workflowcheck ci bench
 
 ## dev: run everything in one process (embedded Temporal + Web UI, API, worker, SQLite)
 ##      with jam-testagent beside it as the default provider
@@ -19,6 +19,10 @@ build:
 ## test: every test; Postgres tests run when JAM_TEST_DATABASE_URL is set (required with JAM_REQUIRE_POSTGRES=1)
 test:
 	$(GO) test -count=1 -timeout 20m ./...
+
+## test-race: the race detector over the API, Band, permission broker and provider adapters
+test-race:
+	$(GO) test -race -count=1 -timeout 10m ./api/ ./internal/band/ ./internal/permission/ ./internal/provider/...
 
 ## check: vet, formatting and the workflow determinism check
 check: vet fmt-check workflowcheck

@@ -86,7 +86,7 @@ func lookup[T any](c *gin.Context, what string, get func(context.Context, uuid.U
 	if err != nil {
 		return zero, err
 	}
-	v, err := get(c, id)
+	v, err := get(c.Request.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return zero, notFound(what, err)
 	}
@@ -110,7 +110,7 @@ func (s *Server) createAgent(c *gin.Context) error {
 			return err
 		}
 	}
-	a, err := s.cfg.Store.CreateAgent(c, domain.Agent{ID: uuid.New(), Name: req.Name, Kind: req.Kind,
+	a, err := s.cfg.Store.CreateAgent(c.Request.Context(), domain.Agent{ID: uuid.New(), Name: req.Name, Kind: req.Kind,
 		Briefing: req.Briefing, CreatedAt: time.Now()}, hash)
 	if errors.Is(err, store.ErrConflict) {
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "an agent with this name already exists", Cause: err}
@@ -125,7 +125,7 @@ func (s *Server) createAgent(c *gin.Context) error {
 }
 
 func (s *Server) listAgents(c *gin.Context) error {
-	agents, err := s.cfg.Store.ListAgents(c)
+	agents, err := s.cfg.Store.ListAgents(c.Request.Context())
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (s *Server) patchAgent(c *gin.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	a, err = s.cfg.Store.UpdateAgentBriefing(c, a.ID, *req.Briefing, time.Now())
+	a, err = s.cfg.Store.UpdateAgentBriefing(c.Request.Context(), a.ID, *req.Briefing, time.Now())
 	if err != nil {
 		return err
 	}
@@ -169,11 +169,11 @@ func (s *Server) deleteAgent(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.cfg.Lifecycle.AgentDeleting(c, a.ID); err != nil {
+	if err := s.cfg.Lifecycle.AgentDeleting(c.Request.Context(), a.ID); err != nil {
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
 			Message: "the agent's runtimes could not be stopped; nothing was deleted", Cause: err}
 	}
-	if err := s.cfg.Store.DeleteAgent(c, a.ID, time.Now()); err != nil {
+	if err := s.cfg.Store.DeleteAgent(c.Request.Context(), a.ID, time.Now()); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return &Error{Status: http.StatusConflict, Code: CodeConflict,
 				Message: "the agent's runtime hosts still hold records; clean them up first", Cause: err}
@@ -195,10 +195,10 @@ func (s *Server) runIntent(intent domain.RunIntent, restart bool) func(c *gin.Co
 		if a.Kind != domain.AgentOwned {
 			return domain.Refuse("only owned agents have runtimes to stop or start; %s is attached", a.Name)
 		}
-		if a, err = s.cfg.Store.SetAgentRunIntent(c, a.ID, intent, time.Now()); err != nil {
+		if a, err = s.cfg.Store.SetAgentRunIntent(c.Request.Context(), a.ID, intent, time.Now()); err != nil {
 			return err
 		}
-		if err := s.cfg.Lifecycle.AgentRunIntent(c, a.ID, intent, restart); err != nil {
+		if err := s.cfg.Lifecycle.AgentRunIntent(c.Request.Context(), a.ID, intent, restart); err != nil {
 			return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
 				Message: "the intent is saved but the runtimes could not be reached; it will be retried", Cause: err}
 		}

@@ -71,7 +71,7 @@ func (s *Server) streamEvents(c *gin.Context) error {
 	}
 	sub := s.cfg.Band.Subscribe(f, streamBuffer)
 	defer sub.Close()
-	oldest, newest, err := s.cfg.Store.EventBounds(c)
+	oldest, newest, err := s.cfg.Store.EventBounds(c.Request.Context())
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func (s *Server) streamEvents(c *gin.Context) error {
 	pos := strconv.FormatInt(after, 10)
 	w.send(string(domain.StreamOpen), fmt.Sprintf(`{"last_event_id":%d}`, after), pos)
 	for {
-		evs, err := s.cfg.Store.ListEvents(c, after, f, streamReplayPage)
+		evs, err := s.cfg.Store.ListEvents(c.Request.Context(), after, f, streamReplayPage)
 		if err != nil {
 			s.log.Warn("event replay failed", "request_id", requestID(c), "error", err)
 			return nil

@@ -86,7 +86,7 @@ func (s *Server) authenticate(c *gin.Context) (principal, bool) {
 	if !domain.LooksLikeAgentKey(token) {
 		return principal{}, false
 	}
-	a, err := s.cfg.Store.AgentByKeyHash(c, domain.HashAgentKey(token))
+	a, err := s.cfg.Store.AgentByKeyHash(c.Request.Context(), domain.HashAgentKey(token))
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			s.log.Warn("agent key lookup failed", "request_id", requestID(c), "error", err)

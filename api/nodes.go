@@ -56,11 +56,11 @@ func nodeBody(n domain.Node, now time.Time) NodeBody {
 }
 
 func (s *Server) listNodes(c *gin.Context) error {
-	nodes, err := s.cfg.Store.ListNodes(c)
+	nodes, err := s.cfg.Store.ListNodes(c.Request.Context())
 	if err != nil {
 		return err
 	}
-	now, err := s.cfg.Store.Now(c)
+	now, err := s.cfg.Store.Now(c.Request.Context())
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func (s *Server) nodeParam(c *gin.Context) (domain.Node, error) {
 	if err := domain.ValidateNodeName(name); err != nil {
 		return domain.Node{}, err
 	}
-	n, err := s.cfg.Store.GetNode(c, name)
+	n, err := s.cfg.Store.GetNode(c.Request.Context(), name)
 	if errors.Is(err, store.ErrNotFound) {
 		return domain.Node{}, notFound("node", err)
 	}
@@ -89,7 +89,7 @@ func (s *Server) getNode(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	now, err := s.cfg.Store.Now(c)
+	now, err := s.cfg.Store.Now(c.Request.Context())
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func (s *Server) probeNode(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c, workflows.NodeProbeTimeout+5*time.Second)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), workflows.NodeProbeTimeout+5*time.Second)
 	defer cancel()
 	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.NodeProbeID(n.Name),

@@ -90,7 +90,7 @@ func (s *Server) receive(c *gin.Context) error {
 	if req.WaitSeconds != nil {
 		wait = *req.WaitSeconds
 	}
-	claim, err := s.cfg.Band.Receive(c, me.ID, lease, time.Duration(wait)*time.Second)
+	claim, err := s.cfg.Band.Receive(c.Request.Context(), me.ID, lease, time.Duration(wait)*time.Second)
 	switch {
 	case errors.Is(err, store.ErrLeaseBusy):
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "another receive is already waiting on this lease", Cause: err}
@@ -132,12 +132,12 @@ func (s *Server) settle(c *gin.Context, how domain.Settlement, text string) erro
 	if err != nil {
 		return err
 	}
-	_, reply, err := s.cfg.Band.Settle(c, me.ID, msg, how, text)
+	_, reply, err := s.cfg.Band.Settle(c.Request.Context(), me.ID, msg, how, text)
 	switch {
 	case errors.Is(err, store.ErrSettledOtherwise):
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the message is already settled differently", Cause: err}
 	case errors.Is(err, store.ErrNotFound):
-		if _, getErr := s.cfg.Store.GetMessage(c, msg); getErr == nil {
+		if _, getErr := s.cfg.Store.GetMessage(c.Request.Context(), msg); getErr == nil {
 			return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: "the message is not in this agent's queue", Cause: err}
 		}
 		return notFound("message", err)

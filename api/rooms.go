@@ -139,7 +139,7 @@ func (s *Server) createRoom(c *gin.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	r, err := s.cfg.Band.CreateRoom(c, req.Name)
+	r, err := s.cfg.Band.CreateRoom(c.Request.Context(), req.Name)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (s *Server) createRoom(c *gin.Context) error {
 }
 
 func (s *Server) listRooms(c *gin.Context) error {
-	rooms, err := s.cfg.Band.Rooms(c)
+	rooms, err := s.cfg.Band.Rooms(c.Request.Context())
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func (s *Server) getRoom(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	ps, err := s.cfg.Band.Participants(c, r.ID)
+	ps, err := s.cfg.Band.Participants(c.Request.Context(), r.ID)
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func (s *Server) addParticipant(c *gin.Context) error {
 		return err
 	}
 	if req.Human != nil {
-		p, err := s.cfg.Band.AddHuman(c, r.ID, *req.Human)
+		p, err := s.cfg.Band.AddHuman(c.Request.Context(), r.ID, *req.Human)
 		if errors.Is(err, store.ErrConflict) {
 			return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "this human is already in the room", Cause: err}
 		}
@@ -200,12 +200,12 @@ func (s *Server) addParticipant(c *gin.Context) error {
 		return nil
 	}
 	agentID, _ := domain.ParseID("agent_id", *req.AgentID)
-	if _, err := s.cfg.Store.GetAgent(c, agentID); errors.Is(err, store.ErrNotFound) {
+	if _, err := s.cfg.Store.GetAgent(c.Request.Context(), agentID); errors.Is(err, store.ErrNotFound) {
 		return notFound("agent", err)
 	} else if err != nil {
 		return err
 	}
-	m, err := s.cfg.Band.AddAgent(c, r.ID, agentID)
+	m, err := s.cfg.Band.AddAgent(c.Request.Context(), r.ID, agentID)
 	if errors.Is(err, store.ErrConflict) {
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "this agent is already in the room", Cause: err}
 	}
@@ -231,7 +231,7 @@ func (s *Server) removeParticipant(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.cfg.Band.RemoveParticipant(c, r.ID, pid); errors.Is(err, store.ErrNotFound) {
+	if _, err := s.cfg.Band.RemoveParticipant(c.Request.Context(), r.ID, pid); errors.Is(err, store.ErrNotFound) {
 		return notFound("participant", err)
 	} else if err != nil {
 		return err
@@ -264,7 +264,7 @@ func (s *Server) postMessage(c *gin.Context) error {
 			}
 		}
 	}
-	posted, err := s.cfg.Band.Post(c, m)
+	posted, err := s.cfg.Band.Post(c.Request.Context(), m)
 	if err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func (s *Server) postMessage(c *gin.Context) error {
 
 // soleHuman is the author an operator's post defaults to: the room's only human.
 func (s *Server) soleHuman(c *gin.Context, room uuid.UUID) (string, error) {
-	ps, err := s.cfg.Band.Participants(c, room)
+	ps, err := s.cfg.Band.Participants(c.Request.Context(), room)
 	if err != nil {
 		return "", err
 	}
@@ -312,7 +312,7 @@ func (s *Server) listMessages(c *gin.Context) error {
 	if err := v.Err(); err != nil {
 		return err
 	}
-	msgs, err := s.cfg.Band.Messages(c, r.ID, after, limit)
+	msgs, err := s.cfg.Band.Messages(c.Request.Context(), r.ID, after, limit)
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ func (s *Server) listSessions(c *gin.Context) error {
 	if err := v.Err(); err != nil {
 		return err
 	}
-	sessions, err := s.cfg.Store.ListHostSessions(c, f)
+	sessions, err := s.cfg.Store.ListHostSessions(c.Request.Context(), f)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func settingBody(def domain.Setting, stored *store.SettingValue) SettingBody {
 }
 
 func (s *Server) listSettings(c *gin.Context) error {
-	stored, err := s.cfg.Store.ListSettings(c)
+	stored, err := s.cfg.Store.ListSettings(c.Request.Context())
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (s *Server) getSetting(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	stored, err := s.cfg.Store.GetSetting(c, def.Key)
+	stored, err := s.cfg.Store.GetSetting(c.Request.Context(), def.Key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		c.JSON(http.StatusOK, settingBody(def, nil))
@@ -100,7 +100,7 @@ func (s *Server) putSetting(c *gin.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if err := s.cfg.Store.PutSetting(c, def.Key, req.Value, time.Now()); err != nil {
+	if err := s.cfg.Store.PutSetting(c.Request.Context(), def.Key, req.Value, time.Now()); err != nil {
 		return err
 	}
 	return s.getSetting(c)

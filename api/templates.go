@@ -54,7 +54,7 @@ func (s *Server) createTemplate(c *gin.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	t, err := s.cfg.Store.CreateTemplate(c, domain.Template{ID: uuid.New(), AgentID: a.ID,
+	t, err := s.cfg.Store.CreateTemplate(c.Request.Context(), domain.Template{ID: uuid.New(), AgentID: a.ID,
 		Config: req.Normalized(), CreatedAt: time.Now()})
 	if errors.Is(err, store.ErrConflict) {
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the agent already has a template with this alias", Cause: err}
@@ -71,7 +71,7 @@ func (s *Server) listTemplates(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	ts, err := s.cfg.Store.ListTemplates(c, a.ID)
+	ts, err := s.cfg.Store.ListTemplates(c.Request.Context(), a.ID)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (s *Server) saveTemplate(c *gin.Context) error {
 	if req.ApplyMode == domain.ApplyAndRestart {
 		return domain.Refuse("apply_mode apply_and_restart needs the TemplateApply workflow, which this Jam does not have yet; save with new_sessions_only")
 	}
-	saved, err := s.cfg.Store.SaveTemplate(c, t.ID, req.Normalized(), time.Now())
+	saved, err := s.cfg.Store.SaveTemplate(c.Request.Context(), t.ID, req.Normalized(), time.Now())
 	if errors.Is(err, store.ErrConflict) {
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the agent already has a template with this alias", Cause: err}
 	}
