@@ -94,6 +94,9 @@ func New(cfg Config) (*Server, error) {
 	op.GET("/events", s.handler(s.streamEvents))
 	op.GET("/sessions", s.handler(s.listSessions))
 	op.GET("/sessions/:id", s.handler(s.getSession))
+	op.GET("/permissions", s.handler(s.listPermissions))
+	op.GET("/permissions/:id", s.handler(s.getPermission))
+	op.POST("/permissions/:id/decision", s.handler(s.decidePermission))
 
 	// Routes an attached agent reaches with its own key (posting also with the operator's).
 	agentOrOp := e.Group("/v1", s.requireAnyone)

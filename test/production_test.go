@@ -34,10 +34,10 @@ func TestServerAndWorkerRunAgainstPostgresAndExternalTemporal(t *testing.T) {
 	}
 
 	out, err := runJam(t, base, "migrate", "up")
-	if err != nil || !strings.Contains(out, "schema version 2 of 2") {
+	if err != nil || !strings.Contains(out, "schema version 3 of 3") {
 		t.Fatalf("migrate up: %v\n%s", err, out)
 	}
-	if out, err = runJam(t, base, "migrate", "version"); err != nil || !strings.Contains(out, "schema version 2 of 2") {
+	if out, err = runJam(t, base, "migrate", "version"); err != nil || !strings.Contains(out, "schema version 3 of 3") {
 		t.Fatalf("migrate version: %v\n%s", err, out)
 	}
 
@@ -88,7 +88,7 @@ func TestServerAndWorkerRunAgainstPostgresAndExternalTemporal(t *testing.T) {
 	if code := server.interrupt(30 * time.Second); code != 0 {
 		t.Fatalf("server exited %d after Ctrl-C", code)
 	}
-	if out, err = runJam(t, base, "migrate", "down", "--all"); err != nil || !strings.Contains(out, "schema version 0 of 2") {
+	if out, err = runJam(t, base, "migrate", "down", "--all"); err != nil || !strings.Contains(out, "schema version 0 of 3") {
 		t.Fatalf("migrate down: %v\n%s", err, out)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/permission"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/workflows"
@@ -52,6 +53,7 @@ type Workers struct {
 	stopOnce     sync.Once
 	fatal        chan error
 	runtimes     *RuntimeRegistry
+	permissions  *permission.Broker
 }
 
 // Start registers the node, starts its heartbeat and starts both workers.
@@ -82,6 +84,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		node:   worker.New(cfg.Client, workflows.NodeTaskQueue(cfg.Node), opts),
 		fatal:  make(chan error, 1),
 	}
+	w.permissions = permission.New(cfg.Store, cfg.Logger.With("component", "permissions"))
 	w.runtimes = NewRuntimeRegistry(cfg.Logger, cfg.Factories, func(exit RuntimeExit) {
 		// The RoomSession workflow hears of it from Reconcile and its next turn; the event
 		// log tells people now.
@@ -137,6 +140,9 @@ func (w *Workers) Stop() {
 
 // Runtimes is this worker process's node runtime registry.
 func (w *Workers) Runtimes() *RuntimeRegistry { return w.runtimes }
+
+// Permissions is the broker this node's runtimes ask before running a tool.
+func (w *Workers) Permissions() *permission.Broker { return w.permissions }
 
 // Fatal delivers the error that made this node stop serving, e.g. another live worker
 // took its name over. The process should exit.

@@ -127,10 +127,33 @@ func (l *Local) BindUnbound(ctx context.Context) error {
 	return nil
 }
 
+// Post appends a message to the room. A human's "approve <id>" or "deny <id>" that names a
+// pending permission request of the same room (by a unique id prefix) also decides it, and
+// is acknowledged for every agent instead of delivered as a turn; one that matches none is
+// an ordinary message.
 func (l *Local) Post(ctx context.Context, m domain.Message) (domain.Message, error) {
 	m.ID, m.CreatedAt = uuid.New(), l.now()
+	if m.AuthorKind == domain.ParticipantHuman {
+		if decision, prefix, ok := domain.ParsePermissionReply(m.Text); ok {
+			posted, p, err := l.store.PostPermissionReply(ctx, m, prefix, decision, HumanDecider(m.AuthorHuman))
+			var ambiguous *store.AmbiguousPrefixError
+			switch {
+			case err == nil:
+				l.log.Info("permission decided in the room", "permission", p.ID, "room", m.RoomID,
+					"decision", p.Decision, "by", p.DecidedBy)
+				return posted, nil
+			case errors.As(err, &ambiguous):
+				l.log.Warn("permission reply names more than one pending request; posted as a message", "room", m.RoomID, "prefix", prefix)
+			case !errors.Is(err, store.ErrNoPendingPermission):
+				return domain.Message{}, err
+			}
+		}
+	}
 	return l.store.PostMessage(ctx, m)
 }
+
+// HumanDecider is how a permission decided by a human's room reply records its decider.
+func HumanDecider(name string) string { return "human:" + name }
 
 func (l *Local) Messages(ctx context.Context, room uuid.UUID, after int64, limit int) ([]domain.Message, error) {
 	return l.store.ListMessages(ctx, room, after, limit)

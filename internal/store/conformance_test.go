@@ -136,6 +136,20 @@ VALUES (?, ?, ?, ?, 'archived', 'n', ?, 'fp', ?, ?)`, uuid.New(), a.agent, a.tem
 					uuid.New(), ws.host, v, fixtureTime)
 				return err
 			}},
+			{"runtime_permissions.state", domain.PermissionStates.Strings(), func(v string) error {
+				var decidedAt *time.Time
+				if v != string(domain.PermissionPending) {
+					decidedAt = &fixtureTime
+				}
+				_, err := s.exec(ctx, `INSERT INTO runtime_permissions (id, agent_id, tool_key, title, summary, state, created_at, decided_at) VALUES (?, ?, 'edit', 't', 's', ?, ?, ?)`,
+					uuid.New(), a.agent, v, fixtureTime, decidedAt)
+				return err
+			}},
+			{"runtime_permissions.decision", domain.PermissionDecisions.Strings(), func(v string) error {
+				_, err := s.exec(ctx, `INSERT INTO runtime_permissions (id, agent_id, tool_key, title, summary, state, decision, created_at, decided_at) VALUES (?, ?, 'edit', 't', 's', ?, ?, ?, ?)`,
+					uuid.New(), a.agent, domain.PermissionDenied, v, fixtureTime, fixtureTime)
+				return err
+			}},
 		}
 		for _, c := range columns {
 			for _, v := range c.values {

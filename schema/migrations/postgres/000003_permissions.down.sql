@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS permission_rules;
+DROP TABLE IF EXISTS runtime_permissions;
