@@ -15,6 +15,11 @@ import (
 // ChildShutdownGrace is how long a child's process group gets between SIGTERM and SIGKILL.
 const ChildShutdownGrace = 3 * time.Second
 
+// childIODelay bounds how long reaping waits for the child's stdio to drain after the leader
+// exited: a grandchild that inherited stderr would otherwise keep Wait (and so Exited and
+// Kill) blocked for as long as it lives.
+const childIODelay = 2 * time.Second
+
 // Command is a fixed argv to start; there is never a shell.
 type Command struct {
 	Path string
@@ -61,7 +66,11 @@ func Spawn(ctx context.Context, c Command) (*Child, error) {
 	cmd := exec.Command(c.Path, c.Args...)
 	cmd.Env, cmd.Dir = c.Env, c.Dir
 	// Its own group, so teardown reaches every process the provider starts.
+	// Pdeathsig fires when the thread that forked the child exits, not the process; Go
+	// does not retire threads that ran a plain fork, and the registry kills every tracked
+	// group on shutdown, so it is a backstop for a worker killed outright.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = childIODelay
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("stdin of %s: %w", c.Path, err)
