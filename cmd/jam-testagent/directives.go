@@ -22,6 +22,7 @@ type directives struct {
 	echo, crash, silent, thoughts, tools, usage bool
 	fail, count, garbage, grandchild            bool
 	slow                                        time.Duration
+	stubborn                                    time.Duration // sleep ignoring session/cancel, then reply
 	permission                                  string // tool kind; "" means no permission request
 }
 
@@ -50,15 +51,9 @@ func (d *directives) apply(name, arg string) bool {
 	case "grandchild":
 		d.grandchild = true
 	case "slow":
-		secs := 1.0
-		if arg != "" {
-			v, err := strconv.ParseFloat(arg, 64)
-			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-				v = 1.0
-			}
-			secs = v
-		}
-		d.slow = time.Duration(secs * float64(time.Second))
+		d.slow = seconds(arg)
+	case "stubborn":
+		d.stubborn = seconds(arg)
 	case "permission":
 		d.permission = "edit"
 		if arg != "" {
@@ -68,6 +63,19 @@ func (d *directives) apply(name, arg string) bool {
 		return false
 	}
 	return true
+}
+
+// seconds parses a directive's duration argument; missing or invalid means one second.
+func seconds(arg string) time.Duration {
+	secs := 1.0
+	if arg != "" {
+		v, err := strconv.ParseFloat(arg, 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			v = 1.0
+		}
+		secs = v
+	}
+	return time.Duration(secs * float64(time.Second))
 }
 
 // parseDirectives collects every known directive in text.
@@ -106,6 +114,9 @@ func (d directives) merge(o directives) directives {
 	d.grandchild = d.grandchild || o.grandchild
 	if o.slow > 0 {
 		d.slow = o.slow
+	}
+	if o.stubborn > 0 {
+		d.stubborn = o.stubborn
 	}
 	if o.permission != "" {
 		d.permission = o.permission
@@ -152,7 +163,7 @@ type turnOutcome struct {
 
 var cancelled = turnOutcome{stop: acp.StopReasonCancelled}
 
-// runTurn plays the behaviours selected by d in a fixed order: slow, garbage,
+// runTurn plays the behaviours selected by d in a fixed order: slow, stubborn, garbage,
 // thoughts, tools, crash, fail, permission, grandchild, reply, usage.
 // priorTurns is the number of turns persisted before this one ([[count]]).
 func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, body string, priorTurns int) (turnOutcome, error) {
@@ -171,6 +182,13 @@ func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, bo
 		if err := sleepCtx(ctx, d.slow); err != nil {
 			return cancelled, nil
 		}
+	}
+	if d.stubborn > 0 {
+		// An agent that ignores session/cancel: it keeps working and streams text into the
+		// session after the client gave up on the turn.
+		time.Sleep(d.stubborn)
+		_ = a.peer().SessionUpdate(context.Background(), acp.SessionNotification{SessionId: sid,
+			Update: acp.UpdateAgentMessageText("late text from an abandoned turn")})
 	}
 	if d.garbage {
 		if err := a.writeGarbage(); err != nil {

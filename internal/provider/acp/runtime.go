@@ -21,12 +21,13 @@ import (
 const (
 	// PrepareTimeout bounds the handshake when the caller's context has no deadline.
 	PrepareTimeout = 60 * time.Second
-	// CancelGrace is how long an interrupted turn may take to answer "cancelled" before the
-	// adapter stops waiting for it.
-	CancelGrace = 10 * time.Second
 	// closeTimeout bounds session/close during teardown.
 	closeTimeout = 3 * time.Second
 )
+
+// CancelGrace is how long an interrupted turn may take to answer "cancelled" before the
+// adapter gives up on it and kills the agent. A variable so tests can shorten it.
+var CancelGrace = 10 * time.Second
 
 // ClientVersion is reported to agents in clientInfo.
 var ClientVersion = "dev"
@@ -253,10 +254,12 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 	}
 	outcome, turnErr := domain.TurnComplete, error(nil)
 	switch {
+	case err != nil && interrupted:
+		// Interrupted, even when that took killing an agent that ignored session/cancel;
+		// its exit reaches the registry through Exited.
+		outcome = domain.TurnCancelled
 	case exited:
 		outcome, turnErr = domain.TurnFailed, fmt.Errorf("turn %s: %w: %w", turn.ID, provider.ErrRuntimeExited, err)
-	case err != nil && interrupted:
-		outcome = domain.TurnCancelled
 	case err != nil:
 		outcome, turnErr = domain.TurnFailed, fmt.Errorf("turn %s: %w", turn.ID, err)
 	case interrupted || resp.StopReason == sdk.StopReasonCancelled:
@@ -305,9 +308,14 @@ func (r *Runtime) transportLost(conn *sdk.ClientSideConnection) bool {
 }
 
 // prompt runs session/prompt. The request itself is not bound to ctx: on cancellation the
-// agent is told with session/cancel and answers the prompt with "cancelled"; only an agent
-// that ignores the cancel for CancelGrace is abandoned.
+// agent is told with session/cancel and answers the prompt with "cancelled". An agent that
+// ignores the cancel for CancelGrace is killed: it would otherwise keep streaming the
+// abandoned turn's output into the session, where the next turn would read it as its own.
 func (r *Runtime) prompt(ctx context.Context, conn *sdk.ClientSideConnection, session sdk.SessionId, text string) (sdk.PromptResponse, error) {
+	if err := ctx.Err(); err != nil {
+		// Cancelled before it was sent: nothing to cancel on the agent's side.
+		return sdk.PromptResponse{}, err
+	}
 	reqCtx, abandon := context.WithCancel(context.Background())
 	defer abandon()
 	done := make(chan struct{})
@@ -318,15 +326,23 @@ func (r *Runtime) prompt(ctx context.Context, conn *sdk.ClientSideConnection, se
 			return
 		case <-ctx.Done():
 		}
-		if err := conn.Cancel(context.Background(), sdk.CancelNotification{SessionId: session}); err != nil {
-			r.log.Warn("session/cancel failed", "err", err)
-		}
+		// The grace starts before the notification: writing it blocks if the agent stopped
+		// reading its stdin.
 		t := time.NewTimer(CancelGrace)
 		defer t.Stop()
+		go func() {
+			if err := conn.Cancel(context.Background(), sdk.CancelNotification{SessionId: session}); err != nil {
+				r.log.Warn("session/cancel failed", "err", err)
+			}
+		}()
 		select {
 		case <-done:
 		case <-t.C:
-			r.log.Warn("acp agent ignored session/cancel; abandoning the turn", "grace", CancelGrace)
+			r.log.Warn("acp agent ignored session/cancel; killing it", "grace", CancelGrace)
+			r.mu.Lock()
+			child := r.child
+			r.mu.Unlock()
+			child.Kill(provider.ChildShutdownGrace)
 			abandon()
 		}
 	}()

@@ -519,3 +519,54 @@ func TestCancelledPrepareReapsWhatItStarted(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	groupGone(t, <-spawned)
 }
+
+// An agent that ignores session/cancel would stream the abandoned turn's text into the
+// session, where the next turn would read it as its own; the adapter kills it instead.
+func TestAnAgentIgnoringCancelIsKilledAndLeaksNothing(t *testing.T) {
+	saved := acp.CancelGrace
+	acp.CancelGrace = 300 * time.Millisecond
+	t.Cleanup(func() { acp.CancelGrace = saved })
+	f := newFixture(t)
+	rt, prepared := f.start(t)
+	turn := turnOf("[[stubborn 2]]")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		require.Eventually(t, func() bool { return len(f.rec.find(turn.ID, domain.AgentTurnStarted)) > 0 },
+			10*time.Second, 10*time.Millisecond)
+		cancel()
+	}()
+	start := time.Now()
+	res, err := rt.RunTurn(ctx, turn)
+	require.NoError(t, err)
+	assert.Equal(t, domain.TurnCancelled, res.Outcome)
+	assert.Empty(t, res.Plan.Settles)
+	assert.Less(t, time.Since(start), 1900*time.Millisecond, "the turn ended before the agent's late text")
+	select {
+	case <-rt.Exited():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stubborn agent was not killed")
+	}
+	groupGone(t, prepared.PID)
+	time.Sleep(2500 * time.Millisecond) // past the moment the agent would have sent its late text
+	f.rec.mu.Lock()
+	for _, e := range f.rec.events {
+		assert.NotContains(t, e.Text, "late text", "event %s of turn %q", e.Kind, e.TurnID)
+	}
+	f.rec.mu.Unlock()
+	_, err = rt.RunTurn(context.Background(), turnOf("next"))
+	require.ErrorIs(t, err, provider.ErrRuntimeExited)
+}
+
+func TestATurnCancelledBeforeItIsSentNeverReachesTheAgent(t *testing.T) {
+	f := newFixture(t)
+	rt, _ := f.start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := rt.RunTurn(ctx, turnOf("[[count]]"))
+	require.NoError(t, err)
+	assert.Equal(t, domain.TurnCancelled, res.Outcome)
+	res = run(t, rt, turnOf("[[count]]"))
+	require.Len(t, res.Plan.Settles, 1)
+	assert.Equal(t, "turns remembered: 0", res.Plan.Settles[0].Text, "the cancelled turn never reached the agent")
+}
