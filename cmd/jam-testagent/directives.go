@@ -23,7 +23,7 @@ type directives struct {
 	fail, count, garbage, grandchild            bool
 	slow                                        time.Duration
 	stubborn                                    time.Duration // sleep ignoring session/cancel, then reply
-	permission                                  string // tool kind; "" means no permission request
+	permission                                  string        // tool kind; "" means no permission request
 }
 
 // apply records one directive and reports whether the name is known;
