@@ -58,6 +58,9 @@ type runtimeEntry struct {
 	generation int64
 	turns      int
 	stopping   bool
+	// exitedInTurn: the child was seen dead when a turn ended, which the watcher may only
+	// notice after turns dropped back to zero.
+	exitedInTurn bool
 }
 
 // NewRuntimeRegistry builds an empty registry. onExit (may be nil) hears about children that
@@ -146,6 +149,28 @@ func (r *RuntimeRegistry) Start(ctx context.Context, spec provider.Spec) (provid
 	}
 	e := &runtimeEntry{rt: rt, generation: spec.Generation}
 	r.mu.Lock()
+	switch cur, ok := r.runtimes[spec.RuntimeSession]; {
+	case r.closed:
+		r.mu.Unlock()
+		return nil, provider.Prepared{}, ErrRegistryClosed
+	case ok && !cur.stopping && cur.generation == spec.Generation:
+		// A concurrent Start of the same generation won; share its runtime (Prepare is
+		// serialized and idempotent) and drop ours, which started nothing yet.
+		r.mu.Unlock()
+		p, err := cur.rt.Prepare(ctx)
+		return cur.rt, p, err
+	case ok && !cur.stopping && cur.generation > spec.Generation:
+		r.mu.Unlock()
+		return nil, provider.Prepared{}, fmt.Errorf("start runtime %s: generation %d is older than the live %d",
+			spec.RuntimeSession, spec.Generation, cur.generation)
+	case ok:
+		// An older generation slipped in between teardown and here; retire it first.
+		r.mu.Unlock()
+		if err := r.Teardown(ctx, spec.RuntimeSession, domain.CheckpointBeforeReset); err != nil {
+			return nil, provider.Prepared{}, err
+		}
+		return r.Start(ctx, spec)
+	}
 	r.runtimes[spec.RuntimeSession] = e
 	r.mu.Unlock()
 	p, err := rt.Prepare(ctx)
@@ -164,7 +189,7 @@ func (r *RuntimeRegistry) watch(session uuid.UUID, e *runtimeEntry) {
 	r.mu.Lock()
 	current := r.runtimes[session] == e && !e.stopping
 	reason := domain.RuntimeExitedIdle
-	if e.turns > 0 {
+	if e.turns > 0 || e.exitedInTurn {
 		reason = domain.RuntimeExitedTurn
 	}
 	if current {
@@ -215,6 +240,11 @@ func (r *RuntimeRegistry) RunTurn(ctx context.Context, session uuid.UUID, genera
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
+		select {
+		case <-e.rt.Exited():
+			e.exitedInTurn = true
+		default:
+		}
 		e.turns--
 		r.mu.Unlock()
 	}()

@@ -160,3 +160,45 @@ func TestRegistryRefusesTransportsWithoutAnAdapter(t *testing.T) {
 		assert.ErrorIs(t, err, ErrUnsupportedTransport, tr)
 	}
 }
+
+// Two activities racing to start one session's runtime must end with one process, not an
+// untracked second one.
+func TestConcurrentStartsOfOneSessionShareOneRuntime(t *testing.T) {
+	r := NewRuntimeRegistry(quietLog(), nil, nil)
+	defer r.Shutdown(context.Background())
+	spec := agentSpec(t, uuid.New(), 1)
+	const n = 6
+	type result struct {
+		rt  provider.Runtime
+		p   provider.Prepared
+		err error
+	}
+	results := make(chan result, n)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			rt, p, err := r.Start(ctx, spec)
+			results <- result{rt, p, err}
+		}()
+	}
+	close(start)
+	var first result
+	for i := range n {
+		res := <-results
+		require.NoError(t, res.err)
+		if i == 0 {
+			first = res
+			continue
+		}
+		assert.Same(t, first.rt, res.rt)
+		assert.Equal(t, first.p.PID, res.p.PID)
+	}
+	assert.Equal(t, 1, r.Len())
+	r.mu.Lock()
+	groups := len(r.groups)
+	r.mu.Unlock()
+	assert.Equal(t, 1, groups, "exactly one process group was started")
+}
