@@ -284,12 +284,18 @@ func (s *Settlement) Plan(outcome domain.TurnOutcome) Plan {
 	}
 	text := s.text()
 	// Messages the fallback may answer with the final text; the reply goes to the newest.
+	// The fallback is for a turn that completed without any disposition: once the agent
+	// disposed of some messages itself, its final text is not a reply to the rest, which
+	// stay queued.
 	var fallback []Message
+	disposed := len(s.staged) > 0
 	for _, m := range s.active {
 		switch {
 		case s.hasDisposition(m.ID):
 		case m.Notice:
 			p.Settles = append(p.Settles, Settle{MessageID: m.ID, How: domain.SettledAck})
+		case disposed:
+			p.Unsettled = append(p.Unsettled, m.ID)
 		case m.FromHuman() || !s.opts.DispositionCapable || !s.opts.ExplicitDisposition:
 			fallback = append(fallback, m)
 		default:

@@ -199,3 +199,16 @@ func TestReplyTextIsBoundedToAMessage(t *testing.T) {
 	require.Len(t, p.Settles, 1)
 	assert.LessOrEqual(t, len(p.Settles[0].Text), domain.MaxMessageBytes)
 }
+
+// The fallback is for a turn that disposed of nothing: an agent that answered one message
+// with a tool did not mean its closing text as a reply to the other.
+func TestNoFallbackOnceTheTurnDisposedOfAMessage(t *testing.T) {
+	a, b := human("first"), human("second")
+	s := NewSettlement([]Message{a, b}, capable())
+	_, err := s.Stage(Disposition{MessageID: a.ID, Kind: domain.DispositionReply, Text: "answer to a"}, nil)
+	require.NoError(t, err)
+	s.AddText("done, replied above")
+	p := s.Plan(domain.TurnComplete)
+	assert.Equal(t, []Settle{{MessageID: a.ID, How: domain.SettledReply, Text: "answer to a"}}, p.Settles)
+	assert.Equal(t, []uuid.UUID{b.ID}, p.Unsettled, "the other message stays queued")
+}
