@@ -300,3 +300,20 @@ func TestDirectiveParsing(t *testing.T) {
 		t.Errorf("merged = %+v", merged)
 	}
 }
+
+func TestDefaultStateDirStaysOutOfTheWorkspace(t *testing.T) {
+	t.Setenv("JAM_TESTAGENT_STATE_DIR", "")
+	t.Setenv("XDG_STATE_HOME", "/srv/state")
+	if got := defaultStateDir(); got != "/srv/state/jam-testagent" {
+		t.Fatalf("with XDG_STATE_HOME: %q", got)
+	}
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("HOME", "/home/ann")
+	if got := defaultStateDir(); got != "/home/ann/.local/state/jam-testagent" {
+		t.Fatalf("with HOME: %q", got)
+	}
+	t.Setenv("JAM_TESTAGENT_STATE_DIR", "/x")
+	if got := defaultStateDir(); got != "/x" {
+		t.Fatalf("explicit: %q", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 
 	"github.com/coder/acp-go-sdk"
@@ -50,15 +51,28 @@ func (l *lockedWriter) writeRaw(p []byte) error {
 	return err
 }
 
+// defaultStateDir keeps sessions out of the workspace the agent runs in, which is the
+// user's tree: JAM_TESTAGENT_STATE_DIR, else $XDG_STATE_HOME/jam-testagent, else
+// ~/.local/state/jam-testagent, else ./.jam-testagent.
+func defaultStateDir() string {
+	if dir := os.Getenv("JAM_TESTAGENT_STATE_DIR"); dir != "" {
+		return dir
+	}
+	if dir := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(dir) {
+		return filepath.Join(dir, "jam-testagent")
+	}
+	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
+		return filepath.Join(home, ".local", "state", "jam-testagent")
+	}
+	return "./.jam-testagent"
+}
+
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
 func run(args []string) int {
-	defaultState := os.Getenv("JAM_TESTAGENT_STATE_DIR")
-	if defaultState == "" {
-		defaultState = "./.jam-testagent"
-	}
+	defaultState := defaultStateDir()
 
 	fs := flag.NewFlagSet("jam-testagent", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr) // stdout is reserved for the protocol
