@@ -50,6 +50,10 @@ type Runtime struct {
 	identity  string
 	prepared  bool
 	tornDown  bool
+	// stopping is set by Teardown before it waits for prepMu; prepCancel ends a Prepare in
+	// flight so a teardown never waits out a hung handshake.
+	stopping   bool
+	prepCancel context.CancelFunc
 	turn      *turnState
 	preamble  string // the preamble this connection last saw
 	exited    chan struct{}
@@ -96,7 +100,7 @@ func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
 	defer r.prepMu.Unlock()
 	r.mu.Lock()
 	switch {
-	case r.tornDown:
+	case r.tornDown || r.stopping:
 		r.mu.Unlock()
 		return provider.Prepared{}, fmt.Errorf("prepare: %w", provider.ErrNotPrepared)
 	case r.prepared:
@@ -104,12 +108,20 @@ func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
 		r.mu.Unlock()
 		return p, nil
 	}
-	r.mu.Unlock()
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, PrepareTimeout)
 		defer cancel()
 	}
+	ctx, cancelPrep := context.WithCancel(ctx)
+	defer cancelPrep()
+	r.prepCancel = cancelPrep
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.prepCancel = nil
+		r.mu.Unlock()
+	}()
 	spawner := r.spec.Spawner
 	if spawner == nil {
 		spawner = provider.DefaultSpawner
@@ -374,6 +386,12 @@ func (r *Runtime) Interrupt(context.Context) error {
 // supports it and reaps the process group. It is idempotent.
 func (r *Runtime) Teardown(ctx context.Context, reason domain.CheckpointReason) error {
 	r.stamper.Retire()
+	r.mu.Lock()
+	r.stopping = true
+	if r.prepCancel != nil {
+		r.prepCancel()
+	}
+	r.mu.Unlock()
 	r.prepMu.Lock()
 	defer r.prepMu.Unlock()
 	r.mu.Lock()

@@ -570,3 +570,35 @@ func TestATurnCancelledBeforeItIsSentNeverReachesTheAgent(t *testing.T) {
 	require.Len(t, res.Plan.Settles, 1)
 	assert.Equal(t, "turns remembered: 0", res.Plan.Settles[0].Text, "the cancelled turn never reached the agent")
 }
+
+// Teardown must not wait out a handshake that hangs: it ends the Prepare in flight, which
+// reaps what it started.
+func TestTeardownEndsAHungPrepare(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "mute-agent")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\nsleep 120 &\nexec sleep 120\n"), 0o755))
+	spawned := make(chan int, 1)
+	rt, err := acp.New(provider.Spec{RuntimeSession: uuid.New(), Generation: 1, Transport: domain.TransportACP,
+		Executable: script, Dir: dir, Spawner: provider.SpawnFunc(func(ctx context.Context, c provider.Command) (*provider.Child, error) {
+			ch, err := provider.Spawn(ctx, c)
+			if err == nil {
+				spawned <- ch.PID()
+			}
+			return ch, err
+		})})
+	require.NoError(t, err)
+	prepared := make(chan error, 1)
+	go func() {
+		_, err := rt.Prepare(context.Background())
+		prepared <- err
+	}()
+	pid := <-spawned
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	require.NoError(t, rt.Teardown(context.Background(), domain.CheckpointBeforeStop))
+	assert.Less(t, time.Since(start), 10*time.Second, "teardown waited out the handshake")
+	require.Error(t, <-prepared)
+	groupGone(t, pid)
+	_, err = rt.Prepare(context.Background())
+	require.ErrorIs(t, err, provider.ErrNotPrepared, "a torn-down runtime never prepares again")
+}
