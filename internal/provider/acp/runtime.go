@@ -41,23 +41,23 @@ type Runtime struct {
 
 	// prepMu serializes Prepare and Teardown; mu guards the fields and is never held across
 	// a protocol call, because the agent's updates are handled while a request is pending.
-	prepMu    sync.Mutex
-	mu        sync.Mutex
-	child     *provider.Child
-	conn      *sdk.ClientSideConnection
-	session   sdk.SessionId
-	caps      sdk.AgentCapabilities
-	identity  string
-	prepared  bool
-	tornDown  bool
+	prepMu   sync.Mutex
+	mu       sync.Mutex
+	child    *provider.Child
+	conn     *sdk.ClientSideConnection
+	session  sdk.SessionId
+	caps     sdk.AgentCapabilities
+	identity string
+	prepared bool
+	tornDown bool
 	// stopping is set by Teardown before it waits for prepMu; prepCancel ends a Prepare in
 	// flight so a teardown never waits out a hung handshake.
 	stopping   bool
 	prepCancel context.CancelFunc
-	turn      *turnState
-	preamble  string // the preamble this connection last saw
-	exited    chan struct{}
-	closeOnce sync.Once
+	turn       *turnState
+	preamble   string // the preamble this connection last saw
+	exited     chan struct{}
+	closeOnce  sync.Once
 }
 
 type turnState struct {
