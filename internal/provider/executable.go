@@ -299,10 +299,18 @@ func probe(ctx context.Context, req ExecutableRequest, c *Candidate) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = probeWaitDelay
+	if req.PATH != "" {
+		// A candidate found on the searched PATH (an npm shim's "#!/usr/bin/env node") must
+		// see that PATH, not the worker's.
+		cmd.Env = withPATH(os.Environ(), req.PATH)
+	}
 	err := cmd.Run()
-	if errors.Is(err, exec.ErrWaitDelay) {
-		// The probe itself succeeded; something it left in its group still holds the pipes.
+	if cmd.Process != nil {
+		// Nothing a version probe started may outlive it.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if errors.Is(err, exec.ErrWaitDelay) {
+		// The probe itself succeeded; something it left in its group held the pipes.
 		err = nil
 	}
 
@@ -318,6 +326,17 @@ func probe(ctx context.Context, req ExecutableRequest, c *Candidate) error {
 		c.Version = ""
 		return fmt.Errorf("version probe failed: %w", err)
 	}
+}
+
+// withPATH returns env with PATH set to path.
+func withPATH(env []string, path string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "PATH=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "PATH="+path)
 }
 
 // boundedBuffer keeps the first limit bytes and silently drops the rest, so a chatty

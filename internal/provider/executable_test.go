@@ -424,7 +424,7 @@ func TestResolveExecutableVersionArgs(t *testing.T) {
 
 func TestResolveExecutableProbeTimeout(t *testing.T) {
 	// The sleep is a grandchild holding the output pipe: the whole group must be killed.
-	dir := toolDir(t, `echo "agent 1.0.0"; sleep 30`)
+	dir := toolDir(t, `echo "agent 1.0.0"; /bin/sleep 30`)
 	start := time.Now()
 	_, err := ResolveExecutable(context.Background(), ExecutableRequest{
 		Command: testCommand, Env: noEnv, PATH: dir, ProbeTimeout: 200 * time.Millisecond,
@@ -511,5 +511,22 @@ func TestCompareVersionsExecutable(t *testing.T) {
 		if got := compareVersions(tt.b, tt.a); got != -tt.want {
 			t.Errorf("compareVersions(%q, %q) = %d, want %d", tt.b, tt.a, got, -tt.want)
 		}
+	}
+}
+
+// npm installs CLIs as "#!/usr/bin/env node" shims: the probe must run with the PATH it
+// searched, or a candidate whose interpreter sits beside it looks broken.
+func TestResolveExecutableProbesWithTheSearchedPATH(t *testing.T) {
+	dir := t.TempDir()
+	writeTool(t, dir, "jam-fake-interpreter", `echo "agent 3.1.4"`)
+	writeFile(t, dir, testCommand, "#!/usr/bin/env jam-fake-interpreter\n", 0o755)
+	got, err := ResolveExecutable(context.Background(), ExecutableRequest{
+		Command: testCommand, Env: noEnv, PATH: pathList(dir, "/usr/bin", "/bin"),
+	})
+	if err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	if got.Version != "3.1.4" {
+		t.Fatalf("version = %q, want 3.1.4", got.Version)
 	}
 }
