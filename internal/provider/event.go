@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -82,8 +83,11 @@ type Stamper struct {
 	source     *uuid.UUID
 	capable    bool
 	seq        int64
-	retired    bool
-	now        func() time.Time
+	// retired is atomic so Retire never waits behind a sink that is slow (a store write):
+	// teardown must not stall on event delivery. An Emit already in the sink finishes; the
+	// store's generation fence refuses anything it writes for a successor's turn.
+	retired atomic.Bool
+	now     func() time.Time
 }
 
 // NewStamper builds the stamper of one runtime instance.
@@ -119,16 +123,15 @@ func (s *Stamper) SetSink(sink Sink) {
 }
 
 // Retire stops the stamper for good.
-func (s *Stamper) Retire() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.retired = true
-}
+func (s *Stamper) Retire() { s.retired.Store(true) }
 
 // Emit stamps e and hands it to the sink; it reports false when the instance is retired.
 func (s *Stamper) Emit(e AgentEvent) bool {
+	if s.retired.Load() {
+		return false
+	}
 	s.mu.Lock()
-	if s.retired {
+	if s.retired.Load() {
 		s.mu.Unlock()
 		return false
 	}
