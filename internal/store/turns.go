@@ -30,16 +30,22 @@ WHERE id = ? RETURNING instance_generation`, domain.Timestamp(at), session)
 	return gen, nil
 }
 
-// fence fails with ErrFenced unless generation is the session's current instance. It runs
-// inside the writing transaction, behind the writer lock, so a successor cannot begin between
-// the check and the write.
-func (q *Q) fence(ctx context.Context, session uuid.UUID, generation int64) error {
-	var current int64
-	if err := q.get(ctx, &current, `SELECT instance_generation FROM runtime_sessions WHERE id = ?`, session); err != nil {
+// fence fails with ErrFenced unless generation is the session's current instance and the
+// session belongs to agent. It runs inside the writing transaction, behind the writer lock,
+// so a successor cannot begin between the check and the write.
+func (q *Q) fence(ctx context.Context, session uuid.UUID, generation int64, agent uuid.UUID) error {
+	var row struct {
+		Generation int64     `db:"instance_generation"`
+		AgentID    uuid.UUID `db:"agent_id"`
+	}
+	if err := q.get(ctx, &row, `SELECT instance_generation, agent_id FROM runtime_sessions WHERE id = ?`, session); err != nil {
 		return err
 	}
-	if current != generation {
-		return fmt.Errorf("%w: generation %d, current %d", ErrFenced, generation, current)
+	if row.AgentID != agent {
+		return fmt.Errorf("%w: runtime session %s is not agent %s's", ErrFenced, session, agent)
+	}
+	if row.Generation != generation {
+		return fmt.Errorf("%w: generation %d, current %d", ErrFenced, generation, row.Generation)
 	}
 	return nil
 }
@@ -69,7 +75,7 @@ func (q *Q) CommitTurn(ctx context.Context, c TurnCommit) ([]domain.Inbound, err
 	var out []domain.Inbound
 	err := q.atomic(ctx, func(q *Q) error {
 		out = out[:0]
-		if err := q.fence(ctx, c.RuntimeSession, c.Generation); err != nil {
+		if err := q.fence(ctx, c.RuntimeSession, c.Generation, c.AgentID); err != nil {
 			return err
 		}
 		for _, s := range c.Settles {
@@ -96,7 +102,7 @@ func (q *Q) AppendRuntimeActivity(ctx context.Context, session uuid.UUID, genera
 	}
 	at = domain.Timestamp(at)
 	err := q.atomic(ctx, func(q *Q) error {
-		if err := q.fence(ctx, session, generation); err != nil {
+		if err := q.fence(ctx, session, generation, agent); err != nil {
 			return err
 		}
 		evs := make([]domain.Event, len(payloads))

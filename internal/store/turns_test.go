@@ -70,6 +70,9 @@ func TestCommitTurnSettlesOnceAndFencesRetiredInstances(t *testing.T) {
 			t.Fatalf("fenced commit changed the queue: %+v", in)
 		}
 		payload := []json.RawMessage{json.RawMessage(`{"kind":"thought","text":"late"}`)}
+		if err := s.AppendRuntimeActivity(ctx, session, gen2, room.ID, uuid.New(), payload, fixtureTime); !errors.Is(err, ErrFenced) {
+			t.Fatalf("another agent wrote into this session: %v", err)
+		}
 		if err := s.AppendRuntimeActivity(ctx, session, gen1, room.ID, a.ID, payload, fixtureTime); !errors.Is(err, ErrFenced) {
 			t.Fatalf("a retired instance emitted: %v", err)
 		}
