@@ -178,11 +178,21 @@ func TestASecondWaitOnOneLeaseIsAConflictAndADroppedWaiterFreesIt(t *testing.T) 
 	go func() {
 		defer close(done)
 		b, _ := json.Marshal(ReceiveRequest{LeaseID: &lease, WaitSeconds: ptr(30)})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, path, strings.NewReader(string(b)))
-		req.Header.Set("Authorization", "Bearer "+w.agentKey)
-		req.Header.Set("Content-Type", "application/json")
-		if resp, err := srv.Client().Do(req); err == nil {
+		// A probe below may hold the lease for an instant; the long wait retries until it is
+		// the one holding it.
+		for ctx.Err() == nil {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, path, strings.NewReader(string(b)))
+			req.Header.Set("Authorization", "Bearer "+w.agentKey)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				return
+			}
 			resp.Body.Close()
+			if resp.StatusCode != http.StatusConflict {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}()
 	deadline := time.Now().Add(5 * time.Second)
