@@ -75,6 +75,12 @@ func (q *Q) CommitTurn(ctx context.Context, c TurnCommit) ([]domain.Inbound, err
 	var out []domain.Inbound
 	err := q.atomic(ctx, func(q *Q) error {
 		out = out[:0]
+		// An exact retry writes nothing, so it is answered even after a successor instance
+		// began: the activity that committed, then died before reporting, must not fail.
+		if done, ok, err := q.committedAlready(ctx, c); err != nil || ok {
+			out = done
+			return err
+		}
 		if err := q.fence(ctx, c.RuntimeSession, c.Generation, c.AgentID); err != nil {
 			return err
 		}
@@ -91,6 +97,41 @@ func (q *Q) CommitTurn(ctx context.Context, c TurnCommit) ([]domain.Inbound, err
 		return nil, fmt.Errorf("commit turn %s of %s: %w", c.TurnID, c.RuntimeSession, err)
 	}
 	return out, nil
+}
+
+// committedAlready reports whether every settlement of c is already in place exactly as c
+// asks, returning the rows.
+func (q *Q) committedAlready(ctx context.Context, c TurnCommit) ([]domain.Inbound, bool, error) {
+	if len(c.Settles) == 0 {
+		return nil, false, nil
+	}
+	rows := make([]domain.Inbound, 0, len(c.Settles))
+	for _, st := range c.Settles {
+		in, err := q.GetInbound(ctx, c.AgentID, st.MessageID)
+		if errors.Is(err, ErrNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if in.State != domain.InboundSettled || in.Settlement != st.How {
+			return nil, false, nil
+		}
+		if st.How == domain.SettledReply {
+			if in.ReplyMessageID == nil {
+				return nil, false, nil
+			}
+			prev, err := q.GetMessage(ctx, *in.ReplyMessageID)
+			if err != nil {
+				return nil, false, err
+			}
+			if prev.Text != st.Text {
+				return nil, false, nil
+			}
+		}
+		rows = append(rows, in)
+	}
+	return rows, true, nil
 }
 
 // AppendRuntimeActivity writes runtime events (each payload one provider AgentEvent) to the

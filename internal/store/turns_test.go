@@ -60,6 +60,11 @@ func TestCommitTurnSettlesOnceAndFencesRetiredInstances(t *testing.T) {
 		if err != nil || gen2 != 2 {
 			t.Fatalf("second instance: %d %v", gen2, err)
 		}
+		// The activity that committed and died before reporting is retried after the successor
+		// began: an exact retry writes nothing and still succeeds.
+		if again, err := s.CommitTurn(ctx, commit); err != nil || *again[1].ReplyMessageID != *rows[1].ReplyMessageID {
+			t.Fatalf("exact retry after a successor began: %+v %v", again, err)
+		}
 		q3 := humanPost(t, s, room.ID, "alice", "question three")
 		_, err = s.CommitTurn(ctx, TurnCommit{RuntimeSession: session, Generation: gen1, AgentID: a.ID, TurnID: "late",
 			Settles: []TurnSettle{{MessageID: q3.ID, How: domain.SettledReply, Text: "stale"}}, At: fixtureTime})
