@@ -226,7 +226,7 @@ func (r *RuntimeRegistry) Get(session uuid.UUID) (provider.Runtime, int64, bool)
 
 // ErrRuntimeNotLive: the session has no live runtime of that generation on this node (the
 // worker restarted, or the runtime was replaced); the workflow must prepare again.
-var ErrRuntimeNotLive = errors.New("runtime is not live on this node")
+var ErrRuntimeNotLive = provider.ErrRuntimeNotLive
 
 // RunTurn runs one turn on the session's live runtime of the given generation.
 func (r *RuntimeRegistry) RunTurn(ctx context.Context, session uuid.UUID, generation int64, turn provider.Turn) (provider.TurnResult, error) {

@@ -94,6 +94,8 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	})
 	registerShared(w.shared)
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
+	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Table: w.runtimes, Permissions: w.permissions,
+		Layout: domain.Layout{Root: cfg.DataDir}, Log: cfg.Logger.With("component", "runtimes")})
 	if cfg.Register != nil {
 		cfg.Register(w.shared, w.node)
 	}

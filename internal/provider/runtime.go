@@ -108,4 +108,7 @@ var (
 	ErrTurnInProgress = errors.New("a turn is already running")
 	// ErrRuntimeExited: the provider process is gone.
 	ErrRuntimeExited = errors.New("runtime process exited")
+	// ErrRuntimeNotLive: the node has no live runtime of that session and generation (the
+	// worker restarted, or the runtime was replaced); the workflow must prepare again.
+	ErrRuntimeNotLive = errors.New("runtime is not live on this node")
 )

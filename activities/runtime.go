@@ -1,0 +1,330 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/store"
+)
+
+// RuntimeTable is the node's runtime registry as the runtime activities use it. The
+// registry lives in workers, which imports this package, hence the interface.
+type RuntimeTable interface {
+	Start(ctx context.Context, spec provider.Spec) (provider.Runtime, provider.Prepared, error)
+	RunTurn(ctx context.Context, session uuid.UUID, generation int64, turn provider.Turn) (provider.TurnResult, error)
+	Teardown(ctx context.Context, session uuid.UUID, reason domain.CheckpointReason) error
+}
+
+// Error types the RoomSession workflow tells apart; they are not retried.
+const (
+	// ErrTypeRuntimeNotLive: the node has no live runtime of that generation (the worker
+	// restarted or the runtime was replaced); the workflow prepares again.
+	ErrTypeRuntimeNotLive = "RuntimeNotLive"
+	// ErrTypeExactResume: the bound provider session cannot be resumed exactly; continuity
+	// needs an explicit start-fresh.
+	ErrTypeExactResume = "ExactResumeUnavailable"
+	// ErrTypeNoSession: the runtime session does not exist or was removed.
+	ErrTypeNoSession = "RuntimeSessionGone"
+)
+
+// turnHeartbeat is how often RunTurn heartbeats while the provider works.
+const turnHeartbeat = 5 * time.Second
+
+// Runtimes holds the activities that run provider runtimes on this node. It is registered
+// only on the node's task queue: the runtime it starts lives in this worker process.
+type Runtimes struct {
+	Store       *store.Store
+	Table       RuntimeTable
+	Permissions provider.PermissionBroker
+	Layout      domain.Layout
+	Log         *slog.Logger
+	// Env is the environment provider children inherit and resolution reads; nil is os.Environ.
+	Env func() []string
+}
+
+// PrepareRuntimeInput names the runtime session to bring up.
+type PrepareRuntimeInput struct {
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+}
+
+// PrepareRuntimeResult describes the live instance.
+type PrepareRuntimeResult struct {
+	Generation        int64             `json:"generation"`
+	ProviderSessionID string            `json:"provider_session_id"`
+	Resumed           bool              `json:"resumed"`
+	Identity          string            `json:"identity,omitempty"`
+	PID               int               `json:"pid"`
+	IdlePolicy        domain.IdlePolicy `json:"idle_policy"`
+}
+
+// PrepareRuntime starts a new runtime instance for the session: it issues the next instance
+// generation (which fences every older instance out of the store), resolves the provider
+// executable, starts the process through the node registry, and records the provider
+// session it bound. A session that has bound a provider session resumes exactly that one or
+// fails with ErrTypeExactResume.
+func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (PrepareRuntimeResult, error) {
+	hs, err := r.Store.GetHostSession(ctx, in.RuntimeSession)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && hs.Removed) {
+		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("runtime session %s does not exist or was removed", in.RuntimeSession), ErrTypeNoSession, err)
+	}
+	if err != nil {
+		return PrepareRuntimeResult{}, err
+	}
+	agent, err := r.Store.GetAgent(ctx, hs.AgentID)
+	if err != nil {
+		return PrepareRuntimeResult{}, fmt.Errorf("agent of runtime session %s: %w", hs.RuntimeSessionID, err)
+	}
+	row, ok := domain.LookupTransport(hs.Config.Transport)
+	if !ok || !row.Owned {
+		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("transport %q is not run by Jam", hs.Config.Transport), "UnsupportedTransport", nil)
+	}
+	env := os.Environ()
+	if r.Env != nil {
+		env = r.Env()
+	}
+	exe, err := r.resolve(ctx, row, hs.Config, env)
+	if err != nil {
+		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "ExecutableRefused", err)
+	}
+	dir, err := r.workspace(hs)
+	if err != nil {
+		return PrepareRuntimeResult{}, err
+	}
+	gen, err := r.Store.BeginRuntimeInstance(ctx, hs.RuntimeSessionID, time.Now())
+	if err != nil {
+		return PrepareRuntimeResult{}, err
+	}
+	args := hs.Config.Args
+	if len(args) == 0 {
+		args = row.Args
+	}
+	log := r.Log.With("runtime_session", hs.RuntimeSessionID, "generation", gen)
+	spec := provider.Spec{RuntimeSession: hs.RuntimeSessionID, Generation: gen, AgentID: agent.ID, RoomID: hs.RoomID,
+		Transport: hs.Config.Transport, Executable: exe.Path, Args: args, Env: env, Dir: dir,
+		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Briefing: agent.Briefing,
+		Permissions: r.Permissions, Events: r.sink(hs, gen, log), Log: log}
+	rt, p, err := r.Table.Start(ctx, spec)
+	switch {
+	case errors.Is(err, provider.ErrExactResumeUnavailable):
+		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("runtime session %s cannot resume provider session %s exactly", hs.RuntimeSessionID, hs.ProviderSessionID),
+			ErrTypeExactResume, err)
+	case err != nil:
+		return PrepareRuntimeResult{}, fmt.Errorf("start runtime %s: %w", hs.RuntimeSessionID, err)
+	}
+	if p.ProviderSessionID != "" && p.ProviderSessionID != hs.ProviderSessionID {
+		if err := r.Store.BindProviderSession(ctx, hs.RuntimeSessionID, p.ProviderSessionID, time.Now()); err != nil {
+			// Without the binding a restart could not resume this thread: do not run on it.
+			_ = r.Table.Teardown(context.WithoutCancel(ctx), hs.RuntimeSessionID, domain.CheckpointBeforeStop)
+			return PrepareRuntimeResult{}, fmt.Errorf("record provider session of %s: %w", hs.RuntimeSessionID, err)
+		}
+	}
+	return PrepareRuntimeResult{Generation: gen, ProviderSessionID: p.ProviderSessionID, Resumed: p.Resumed,
+		Identity: p.Identity, PID: p.PID, IdlePolicy: rt.IdlePolicy()}, nil
+}
+
+func (r *Runtimes) resolve(ctx context.Context, row domain.TransportSpec, c domain.TemplateConfig, env []string) (provider.ResolvedExecutable, error) {
+	lookup := envLookup(env)
+	req := provider.ExecutableRequest{Command: row.Command, Env: lookup, PATH: lookup("PATH")}
+	if c.Command != "" {
+		req.Explicit = c.Command
+	}
+	pins, err := r.pins(ctx)
+	if err != nil {
+		return provider.ResolvedExecutable{}, err
+	}
+	req.Pins = pins
+	return provider.ResolveExecutable(ctx, req)
+}
+
+// pins reads the machine pin table setting (command name -> absolute path).
+func (r *Runtimes) pins(ctx context.Context) (map[string]string, error) {
+	s, err := r.Store.GetSetting(ctx, domain.SettingProviderExecutables)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var pins map[string]string
+	if err := json.Unmarshal(s.Value, &pins); err != nil {
+		return nil, fmt.Errorf("setting %s: %w", domain.SettingProviderExecutables, err)
+	}
+	return pins, nil
+}
+
+func envLookup(env []string) func(string) string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				m[kv[:i]] = kv[i+1:]
+				break
+			}
+		}
+	}
+	return func(k string) string { return m[k] }
+}
+
+// workspace is the directory the provider works in: the operator's checkout for a
+// DirectHost workspace, else the session's managed workspace. Until host allocation exists
+// a host-native session is its own Dedicated host (host id = runtime session id).
+func (r *Runtimes) workspace(hs domain.HostSession) (string, error) {
+	if hs.Config.Sandbox.WorkspaceSource == domain.WorkspaceDirectHost && hs.Config.Sandbox.HostPath != "" {
+		return hs.Config.Sandbox.HostPath, nil
+	}
+	dir := r.Layout.SessionWorkspace(hs.RuntimeSessionID, hs.RuntimeSessionID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("workspace of %s: %w", hs.RuntimeSessionID, err)
+	}
+	return dir, nil
+}
+
+// sink writes the instance's events to the event log as runtime_activity, fenced on its
+// generation: a retired instance's late events are dropped by the store.
+func (r *Runtimes) sink(hs domain.HostSession, gen int64, log *slog.Logger) provider.Sink {
+	return func(e provider.AgentEvent) {
+		payload, err := json.Marshal(e)
+		if err != nil {
+			log.Warn("runtime event not encodable", "kind", e.Kind, "error", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = r.Store.AppendRuntimeActivity(ctx, hs.RuntimeSessionID, gen, hs.RoomID, hs.AgentID,
+			[]json.RawMessage{payload}, time.Now())
+		if err != nil && !errors.Is(err, store.ErrFenced) {
+			log.Warn("runtime event not recorded", "kind", e.Kind, "error", err)
+		}
+	}
+}
+
+// RunTurnInput names the live instance that answers the session's queued messages.
+type RunTurnInput struct {
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+	Generation     int64     `json:"generation"`
+	// TurnID identifies the turn in events; the workflow derives it deterministically.
+	TurnID string `json:"turn_id"`
+}
+
+// RunTurnResult is how the turn ended and what it settled.
+type RunTurnResult struct {
+	Outcome   domain.TurnOutcome `json:"outcome"`
+	Messages  int                `json:"messages"`
+	Settled   int                `json:"settled"`
+	Unsettled int                `json:"unsettled"`
+	Error     string             `json:"error,omitempty"`
+}
+
+// RunTurn delivers every unsettled message of the session's room to its live runtime as one
+// turn and, only when the turn completes, commits its settlement (fenced on the instance
+// generation, idempotent on retry). A queue with nothing unsettled is an empty result: a
+// retried activity whose first attempt committed finds nothing to do.
+func (r *Runtimes) RunTurn(ctx context.Context, in RunTurnInput) (RunTurnResult, error) {
+	hs, err := r.Store.GetHostSession(ctx, in.RuntimeSession)
+	if err != nil {
+		return RunTurnResult{}, fmt.Errorf("run turn of %s: %w", in.RuntimeSession, err)
+	}
+	rows, err := r.Store.ListUnsettled(ctx, hs.AgentID, &hs.RoomID)
+	if err != nil {
+		return RunTurnResult{}, err
+	}
+	if len(rows) == 0 {
+		return RunTurnResult{Outcome: domain.TurnComplete}, nil
+	}
+	turn := provider.Turn{ID: in.TurnID}
+	for _, row := range rows {
+		m, err := r.Store.GetMessage(ctx, row.MessageID)
+		if err != nil {
+			return RunTurnResult{}, err
+		}
+		turn.Messages = append(turn.Messages, r.message(ctx, m))
+	}
+	stop := heartbeat(ctx)
+	res, err := r.Table.RunTurn(ctx, in.RuntimeSession, in.Generation, turn)
+	stop()
+	if err != nil {
+		if errors.Is(err, provider.ErrRuntimeExited) || errors.Is(err, provider.ErrRuntimeNotLive) {
+			return RunTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRuntimeNotLive, err)
+		}
+		return RunTurnResult{}, err
+	}
+	out := RunTurnResult{Outcome: res.Outcome, Messages: len(turn.Messages), Unsettled: len(res.Plan.Unsettled)}
+	if res.Err != nil {
+		out.Error = domain.Truncate(res.Err.Error(), 1000)
+	}
+	if res.Outcome != domain.TurnComplete || len(res.Plan.Settles) == 0 {
+		return out, nil
+	}
+	commit := store.TurnCommit{RuntimeSession: in.RuntimeSession, Generation: in.Generation, AgentID: hs.AgentID,
+		TurnID: in.TurnID, At: time.Now()}
+	for _, s := range res.Plan.Settles {
+		commit.Settles = append(commit.Settles, store.TurnSettle{MessageID: s.MessageID, How: s.How, Text: s.Text})
+	}
+	if _, err := r.Store.CommitTurn(ctx, commit); err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			return RunTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRuntimeNotLive, err)
+		}
+		return RunTurnResult{}, err
+	}
+	out.Settled = len(commit.Settles)
+	return out, nil
+}
+
+// message renders a room message for an envelope, naming its author.
+func (r *Runtimes) message(ctx context.Context, m domain.Message) provider.Message {
+	pm := provider.Message{ID: m.ID, RoomID: m.RoomID, Seq: m.Seq, AuthorKind: m.AuthorKind,
+		AuthorAgentID: m.AuthorAgentID, AuthorName: m.AuthorHuman, Text: m.Text}
+	if m.AuthorAgentID != nil {
+		if a, err := r.Store.GetAgent(ctx, *m.AuthorAgentID); err == nil {
+			pm.AuthorName = a.Name
+		}
+	}
+	return pm
+}
+
+// TeardownRuntimeInput names the session whose runtime stops, and why.
+type TeardownRuntimeInput struct {
+	RuntimeSession uuid.UUID               `json:"runtime_session"`
+	Reason         domain.CheckpointReason `json:"reason"`
+}
+
+// TeardownRuntime stops the session's runtime on this node and reaps its process group. A
+// session with no live runtime here is already torn down; a failed teardown keeps the child
+// tracked and the activity retries.
+func (r *Runtimes) TeardownRuntime(ctx context.Context, in TeardownRuntimeInput) error {
+	return r.Table.Teardown(ctx, in.RuntimeSession, in.Reason)
+}
+
+// heartbeat records activity heartbeats until the returned stop is called.
+func heartbeat(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(turnHeartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
+}
