@@ -120,56 +120,39 @@ func (r *RuntimeRegistry) Start(ctx context.Context, spec provider.Spec) (provid
 	if !ok {
 		return nil, provider.Prepared{}, fmt.Errorf("%w: %s", ErrUnsupportedTransport, spec.Transport)
 	}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil, provider.Prepared{}, ErrRegistryClosed
-	}
-	if e, ok := r.runtimes[spec.RuntimeSession]; ok && !e.stopping {
-		if e.generation == spec.Generation {
-			r.mu.Unlock()
-			p, err := e.rt.Prepare(ctx)
-			return e.rt, p, err
-		}
-		if e.generation > spec.Generation {
-			r.mu.Unlock()
-			return nil, provider.Prepared{}, fmt.Errorf("start runtime %s: generation %d is older than the live %d",
-				spec.RuntimeSession, spec.Generation, e.generation)
-		}
-	}
-	r.mu.Unlock()
-	if err := r.Teardown(ctx, spec.RuntimeSession, domain.CheckpointBeforeReset); err != nil {
-		return nil, provider.Prepared{}, err
-	}
-
+	// Building starts nothing; the runtime is dropped unused when a live one is shared.
 	spec.Spawner = r
 	rt, err := factory(spec)
 	if err != nil {
 		return nil, provider.Prepared{}, fmt.Errorf("build runtime %s: %w", spec.RuntimeSession, err)
 	}
 	e := &runtimeEntry{rt: rt, generation: spec.Generation}
-	r.mu.Lock()
-	switch cur, ok := r.runtimes[spec.RuntimeSession]; {
-	case r.closed:
-		r.mu.Unlock()
-		return nil, provider.Prepared{}, ErrRegistryClosed
-	case ok && !cur.stopping && cur.generation == spec.Generation:
-		// A concurrent Start of the same generation won; share its runtime (Prepare is
-		// serialized and idempotent) and drop ours, which started nothing yet.
-		r.mu.Unlock()
-		p, err := cur.rt.Prepare(ctx)
-		return cur.rt, p, err
-	case ok && !cur.stopping && cur.generation > spec.Generation:
-		r.mu.Unlock()
-		return nil, provider.Prepared{}, fmt.Errorf("start runtime %s: generation %d is older than the live %d",
-			spec.RuntimeSession, spec.Generation, cur.generation)
-	case ok:
-		// An older generation slipped in between teardown and here; retire it first.
-		r.mu.Unlock()
-		if err := r.Teardown(ctx, spec.RuntimeSession, domain.CheckpointBeforeReset); err != nil {
-			return nil, provider.Prepared{}, err
+	// The slot is claimed under the lock, so concurrent Starts of one session agree on one
+	// runtime; an older generation (or one being stopped) is torn down first.
+	for {
+		r.mu.Lock()
+		cur, ok := r.runtimes[spec.RuntimeSession]
+		switch {
+		case r.closed:
+			r.mu.Unlock()
+			return nil, provider.Prepared{}, ErrRegistryClosed
+		case ok && !cur.stopping && cur.generation == spec.Generation:
+			// Prepare is serialized and idempotent.
+			r.mu.Unlock()
+			p, err := cur.rt.Prepare(ctx)
+			return cur.rt, p, err
+		case ok && !cur.stopping && cur.generation > spec.Generation:
+			r.mu.Unlock()
+			return nil, provider.Prepared{}, fmt.Errorf("start runtime %s: generation %d is older than the live %d",
+				spec.RuntimeSession, spec.Generation, cur.generation)
+		case ok:
+			r.mu.Unlock()
+			if err := r.Teardown(ctx, spec.RuntimeSession, domain.CheckpointBeforeReset); err != nil {
+				return nil, provider.Prepared{}, err
+			}
+			continue
 		}
-		return r.Start(ctx, spec)
+		break
 	}
 	r.runtimes[spec.RuntimeSession] = e
 	r.mu.Unlock()
