@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -169,11 +170,8 @@ func (r *Runtimes) pins(ctx context.Context) (map[string]string, error) {
 func envLookup(env []string) func(string) string {
 	m := make(map[string]string, len(env))
 	for _, kv := range env {
-		for i := 0; i < len(kv); i++ {
-			if kv[i] == '=' {
-				m[kv[:i]] = kv[i+1:]
-				break
-			}
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
 		}
 	}
 	return func(k string) string { return m[k] }

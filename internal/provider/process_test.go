@@ -1,31 +1,17 @@
 package provider
 
 import (
-	"bytes"
 	"context"
-	"sync"
 	"testing"
 	"time"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
 // A provider that crashes while a process it started still holds its stderr must still be
 // seen as exited: otherwise the registry would count a dead runtime as live.
 func TestChildExitIsSeenWhileAGrandchildHoldsStderr(t *testing.T) {
-	var stderr lockedBuffer
 	ch, err := Spawn(context.Background(), Command{Path: "/bin/sh",
 		Args:   []string{"-c", "sleep 30 & echo started >&2; exit 3"},
-		Stderr: &stderr})
+		Stderr: NewTailBuffer(1 << 10)})
 	if err != nil {
 		t.Fatal(err)
 	}

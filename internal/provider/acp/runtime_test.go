@@ -498,24 +498,31 @@ func TestARetiredInstanceEmitsNothing(t *testing.T) {
 	assert.Len(t, f.rec.events, n)
 }
 
-func TestCancelledPrepareReapsWhatItStarted(t *testing.T) {
+// muteAgent is a runtime of an "agent" that never answers initialize and starts a
+// grandchild; spawned receives its process group.
+func muteAgent(t *testing.T) (rt provider.Runtime, spawned <-chan int) {
+	t.Helper()
 	dir := t.TempDir()
-	// An "agent" that never answers initialize and starts a grandchild.
 	script := filepath.Join(dir, "mute-agent")
 	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\nsleep 120 &\nexec sleep 120\n"), 0o755))
-	spawned := make(chan int, 1)
+	pids := make(chan int, 1)
 	rt, err := acp.New(provider.Spec{RuntimeSession: uuid.New(), Generation: 1, Transport: domain.TransportACP,
 		Executable: script, Dir: dir, Spawner: provider.SpawnFunc(func(ctx context.Context, c provider.Command) (*provider.Child, error) {
 			ch, err := provider.Spawn(ctx, c)
 			if err == nil {
-				spawned <- ch.PID()
+				pids <- ch.PID()
 			}
 			return ch, err
 		})})
 	require.NoError(t, err)
+	return rt, pids
+}
+
+func TestCancelledPrepareReapsWhatItStarted(t *testing.T) {
+	rt, spawned := muteAgent(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
-	_, err = rt.Prepare(ctx)
+	_, err := rt.Prepare(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	groupGone(t, <-spawned)
 }
@@ -574,19 +581,7 @@ func TestATurnCancelledBeforeItIsSentNeverReachesTheAgent(t *testing.T) {
 // Teardown must not wait out a handshake that hangs: it ends the Prepare in flight, which
 // reaps what it started.
 func TestTeardownEndsAHungPrepare(t *testing.T) {
-	dir := t.TempDir()
-	script := filepath.Join(dir, "mute-agent")
-	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\nsleep 120 &\nexec sleep 120\n"), 0o755))
-	spawned := make(chan int, 1)
-	rt, err := acp.New(provider.Spec{RuntimeSession: uuid.New(), Generation: 1, Transport: domain.TransportACP,
-		Executable: script, Dir: dir, Spawner: provider.SpawnFunc(func(ctx context.Context, c provider.Command) (*provider.Child, error) {
-			ch, err := provider.Spawn(ctx, c)
-			if err == nil {
-				spawned <- ch.PID()
-			}
-			return ch, err
-		})})
-	require.NoError(t, err)
+	rt, spawned := muteAgent(t)
 	prepared := make(chan error, 1)
 	go func() {
 		_, err := rt.Prepare(context.Background())
@@ -599,6 +594,6 @@ func TestTeardownEndsAHungPrepare(t *testing.T) {
 	assert.Less(t, time.Since(start), 10*time.Second, "teardown waited out the handshake")
 	require.Error(t, <-prepared)
 	groupGone(t, pid)
-	_, err = rt.Prepare(context.Background())
+	_, err := rt.Prepare(context.Background())
 	require.ErrorIs(t, err, provider.ErrNotPrepared, "a torn-down runtime never prepares again")
 }
