@@ -25,6 +25,7 @@ type RuntimeTable interface {
 	Start(ctx context.Context, spec provider.Spec) (provider.Runtime, provider.Prepared, error)
 	RunTurn(ctx context.Context, session uuid.UUID, generation int64, turn provider.Turn) (provider.TurnResult, error)
 	Teardown(ctx context.Context, session uuid.UUID, reason domain.CheckpointReason) error
+	Interrupt(ctx context.Context, session uuid.UUID, generation int64) error
 }
 
 // Error types the RoomSession workflow tells apart; they are not retried.
@@ -117,7 +118,9 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		Transport: hs.Config.Transport, Executable: exe.Path, Args: args, Env: env, Dir: dir,
 		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Briefing: agent.Briefing,
 		Permissions: r.Permissions, Events: r.sink(hs, gen, log), Log: log}
+	stop := heartbeat(ctx)
 	rt, p, err := r.Table.Start(ctx, spec)
+	stop()
 	switch {
 	case errors.Is(err, provider.ErrExactResumeUnavailable):
 		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
@@ -297,14 +300,34 @@ func (r *Runtimes) message(ctx context.Context, m domain.Message) provider.Messa
 // TeardownRuntimeInput names the session whose runtime stops, and why.
 type TeardownRuntimeInput struct {
 	RuntimeSession uuid.UUID               `json:"runtime_session"`
+	Generation     int64                   `json:"generation"`
 	Reason         domain.CheckpointReason `json:"reason"`
 }
 
-// TeardownRuntime stops the session's runtime on this node and reaps its process group. A
-// session with no live runtime here is already torn down; a failed teardown keeps the child
-// tracked and the activity retries.
+// TeardownRuntime stops the session's runtime on this node, reaps its process group and
+// records the stop with its reason. A session with no live runtime here is already torn
+// down; a failed teardown keeps the child tracked and the activity retries.
 func (r *Runtimes) TeardownRuntime(ctx context.Context, in TeardownRuntimeInput) error {
-	return r.Table.Teardown(ctx, in.RuntimeSession, in.Reason)
+	if err := r.Table.Teardown(ctx, in.RuntimeSession, in.Reason); err != nil {
+		return err
+	}
+	err := r.Store.RecordRuntimeStopped(ctx, in.RuntimeSession, in.Generation, in.Reason, time.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // the session's records are gone (agent deleted): nothing to log against
+	}
+	return err
+}
+
+// InterruptTurnInput names the instance whose running turn ends.
+type InterruptTurnInput struct {
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+	Generation     int64     `json:"generation"`
+}
+
+// InterruptTurn ends the running turn of the instance as Cancelled (its messages stay
+// queued); between turns, or with no live instance of that generation, it does nothing.
+func (r *Runtimes) InterruptTurn(ctx context.Context, in InterruptTurnInput) error {
+	return r.Table.Interrupt(ctx, in.RuntimeSession, in.Generation)
 }
 
 // heartbeat records activity heartbeats until the returned stop is called.

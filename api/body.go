@@ -150,3 +150,11 @@ func jsonFields(t reflect.Type, fields map[string]reflect.Type) {
 		fields[name] = f.Type
 	}
 }
+
+// decodeOptionalJSON is decodeJSON for routes whose body may be left out entirely.
+func decodeOptionalJSON(c *gin.Context, dst any) error {
+	if c.Request.ContentLength == 0 {
+		return nil
+	}
+	return decodeJSON(c, dst)
+}

@@ -23,6 +23,13 @@ type Config struct {
 	Band     band.Band
 	// Lifecycle is told about run intent and agent deletion (membership goes through Band).
 	Lifecycle lifecycle.Starter
+	// Sessions queries and controls RoomSession workflows; nil reports presence unknown and
+	// refuses session control.
+	Sessions SessionControl
+	// TemporalUI is the Temporal Web UI's base URL for workflow links ("" = no links);
+	// Namespace is the Temporal namespace the workflows run in.
+	TemporalUI string
+	Namespace  string
 	// Token is the operator's bearer token.
 	Token   string
 	Version string
@@ -94,6 +101,8 @@ func New(cfg Config) (*Server, error) {
 	op.GET("/events", s.handler(s.streamEvents))
 	op.GET("/sessions", s.handler(s.listSessions))
 	op.GET("/sessions/:id", s.handler(s.getSession))
+	op.POST("/sessions/:id/stop", s.handler(s.stopSession))
+	op.POST("/sessions/:id/restart", s.handler(s.restartSession))
 	op.GET("/permissions", s.handler(s.listPermissions))
 	op.GET("/permissions/:id", s.handler(s.getPermission))
 	op.POST("/permissions/:id/decision", s.handler(s.decidePermission))

@@ -1,7 +1,11 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"net/url"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -12,24 +16,60 @@ import (
 	"github.com/jam-dev/jam/workflows"
 )
 
-// SessionBody is a host session: a room's runtime configuration and its generations.
+// SessionControl is what the API needs of the RoomSession workflows (workflows.Starter).
+type SessionControl interface {
+	State(ctx context.Context, session uuid.UUID) (workflows.RoomSessionStatus, error)
+	Update(ctx context.Context, session uuid.UUID, name string, arg any) (workflows.RoomSessionStatus, error)
+	Poke(ctx context.Context, b domain.Binding) error
+}
+
+// stateTimeout bounds one presence query: a session whose worker does not answer in time is
+// reported unknown rather than holding the request.
+const stateTimeout = 3 * time.Second
+
+// listStateFanOut bounds the presence queries a session list runs at once.
+const listStateFanOut = 16
+
+// updateTimeout bounds a session stop or restart (teardown finalization is bounded at 30 s).
+const updateTimeout = 90 * time.Second
+
+// SessionBody is a host session: a room's runtime configuration and its generations, and
+// what its RoomSession workflow reports about the runtime.
 type SessionBody struct {
 	RuntimeSessionID uuid.UUID `json:"runtime_session_id"`
 	AgentID          uuid.UUID `json:"agent_id"`
 	TemplateID       uuid.UUID `json:"template_id"`
 	RoomID           uuid.UUID `json:"room_id"`
 	Alias            string    `json:"alias"`
-	// Presence stays unknown until the RoomSession workflows track runtimes: the API does not
-	// claim a runtime is live or dormant without something that knows.
-	Presence            domain.Presence       `json:"presence"`
+	// Presence is unknown when the workflow did not answer (no worker, or none running).
+	Presence domain.Presence     `json:"presence"`
+	Phase    domain.SessionPhase `json:"phase,omitempty"`
+	Runtime  *RuntimeBody        `json:"runtime,omitempty"`
+	// Removed: the room binding is a tombstone (listed only with include_removed).
+	Removed             bool                  `json:"removed"`
 	DesiredGeneration   int64                 `json:"desired_generation"`
 	EffectiveGeneration int64                 `json:"effective_generation"`
 	PendingChange       *domain.PendingChange `json:"pending_change"`
 	ProviderSessionID   string                `json:"provider_session_id,omitempty"`
 	WorkflowID          string                `json:"workflow_id"`
-	Config              domain.TemplateConfig `json:"config"`
-	CreatedAt           time.Time             `json:"created_at"`
-	UpdatedAt           time.Time             `json:"updated_at"`
+	// WorkflowURL opens the workflow in the Temporal Web UI, when one is configured.
+	WorkflowURL string                `json:"workflow_url,omitempty"`
+	Config      domain.TemplateConfig `json:"config"`
+	CreatedAt   time.Time             `json:"created_at"`
+	UpdatedAt   time.Time             `json:"updated_at"`
+}
+
+// RuntimeBody is the runtime side of a session as its workflow reports it.
+type RuntimeBody struct {
+	Node         string     `json:"node,omitempty"`
+	Generation   int64      `json:"generation"`
+	PID          int        `json:"pid,omitempty"`
+	InTurn       bool       `json:"in_turn"`
+	Held         bool       `json:"held"`
+	Turns        int64      `json:"turns"`
+	LastActivity *time.Time `json:"last_activity,omitempty"`
+	IdleSecs     int        `json:"idle_secs"`
+	LastError    string     `json:"last_error,omitempty"`
 }
 
 // SessionList is the body of GET /v1/sessions.
@@ -37,11 +77,50 @@ type SessionList struct {
 	Items []SessionBody `json:"items"`
 }
 
-func sessionBody(h domain.HostSession) SessionBody {
-	return SessionBody{RuntimeSessionID: h.RuntimeSessionID, AgentID: h.AgentID, TemplateID: h.TemplateID,
-		RoomID: h.RoomID, Alias: h.Alias, Presence: domain.PresenceUnknown, DesiredGeneration: h.DesiredGeneration,
-		EffectiveGeneration: h.EffectiveGeneration, PendingChange: h.PendingChange, ProviderSessionID: h.ProviderSessionID,
-		WorkflowID: workflows.RoomSessionID(h.RuntimeSessionID), Config: h.Config, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+// StopSessionRequest is the body of POST /v1/sessions/{id}/stop; the reason defaults to
+// "operator" and is checked by the workflow's validator.
+type StopSessionRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) sessionBody(h domain.HostSession) SessionBody {
+	b := SessionBody{RuntimeSessionID: h.RuntimeSessionID, AgentID: h.AgentID, TemplateID: h.TemplateID,
+		RoomID: h.RoomID, Alias: h.Alias, Presence: domain.PresenceUnknown, Removed: h.Removed,
+		DesiredGeneration: h.DesiredGeneration, EffectiveGeneration: h.EffectiveGeneration, PendingChange: h.PendingChange,
+		ProviderSessionID: h.ProviderSessionID, WorkflowID: workflows.RoomSessionID(h.RuntimeSessionID),
+		Config: h.Config, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+	if s.cfg.TemporalUI != "" {
+		b.WorkflowURL = s.cfg.TemporalUI + "/namespaces/" + url.PathEscape(s.cfg.Namespace) + "/workflows/" + url.PathEscape(b.WorkflowID)
+	}
+	return b
+}
+
+// withState fills in what the session's workflow reports; it stays unknown on no answer.
+func (s *Server) withState(ctx context.Context, b *SessionBody) {
+	if s.cfg.Sessions == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
+	defer cancel()
+	st, err := s.cfg.Sessions.State(ctx, b.RuntimeSessionID)
+	if err != nil {
+		if !workflows.IsNoSession(err) && ctx.Err() == nil {
+			s.log.Debug("session state query", "runtime_session", b.RuntimeSessionID, "error", err)
+		}
+		return
+	}
+	s.applyState(b, st)
+}
+
+func (s *Server) applyState(b *SessionBody, st workflows.RoomSessionStatus) {
+	b.Presence, b.Phase = st.Presence, st.Phase
+	rb := &RuntimeBody{Node: st.Node, Generation: st.Generation, PID: st.PID, InTurn: st.InTurn, Held: st.Held,
+		Turns: st.Turns, IdleSecs: st.IdleSecs, LastError: st.LastError}
+	if !st.LastActivity.IsZero() {
+		t := st.LastActivity.UTC()
+		rb.LastActivity = &t
+	}
+	b.Runtime = rb
 }
 
 func (s *Server) listSessions(c *gin.Context) error {
@@ -67,9 +146,18 @@ func (s *Server) listSessions(c *gin.Context) error {
 		return err
 	}
 	out := SessionList{Items: make([]SessionBody, len(sessions))}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, listStateFanOut)
 	for i, h := range sessions {
-		out.Items[i] = sessionBody(h)
+		out.Items[i] = s.sessionBody(h)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s.withState(c.Request.Context(), &out.Items[i])
+		}()
 	}
+	wg.Wait()
 	c.JSON(http.StatusOK, out)
 	return nil
 }
@@ -79,6 +167,72 @@ func (s *Server) getSession(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, sessionBody(h))
+	b := s.sessionBody(h)
+	s.withState(c.Request.Context(), &b)
+	c.JSON(http.StatusOK, b)
+	return nil
+}
+
+// stopSession stops exactly one room's runtime (session scope) and holds it down, its
+// messages queued, until a restart. Siblings on the same agent are untouched.
+func (s *Server) stopSession(c *gin.Context) error {
+	var req StopSessionRequest
+	if err := decodeOptionalJSON(c, &req); err != nil {
+		return err
+	}
+	if req.Reason == "" {
+		req.Reason = string(domain.StopOperator)
+	}
+	return s.controlSession(c, workflows.UpdateStop, workflows.StopRequest{Reason: req.Reason})
+}
+
+// restartSession tears exactly one room's runtime down and brings it back live.
+func (s *Server) restartSession(c *gin.Context) error {
+	return s.controlSession(c, workflows.UpdateRestart, workflows.RestartRequest{})
+}
+
+func (s *Server) controlSession(c *gin.Context, name string, arg any) error {
+	h, err := lookup(c, "session", s.cfg.Store.GetHostSession)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Sessions == nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "session control is not available in this process"}
+	}
+	if h.Removed {
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the session's room binding was removed; re-add the agent to the room first"}
+	}
+	if name == workflows.UpdateRestart {
+		a, err := s.cfg.Store.GetAgent(c.Request.Context(), h.AgentID)
+		if err != nil {
+			return err
+		}
+		if a.RunIntent == domain.RunIntentStopped {
+			return domain.Refuse("agent %s is stopped; start the agent first", a.Name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), updateTimeout)
+	defer cancel()
+	st, err := s.cfg.Sessions.Update(ctx, h.RuntimeSessionID, name, arg)
+	if workflows.IsNoSession(err) {
+		// A bound session whose workflow is not running (never started, or its start was
+		// lost): start it, then ask again.
+		if err = s.cfg.Sessions.Poke(ctx, domain.Binding{RuntimeSessionID: h.RuntimeSessionID, AgentID: h.AgentID, RoomID: h.RoomID}); err == nil {
+			st, err = s.cfg.Sessions.Update(ctx, h.RuntimeSessionID, name, arg)
+		}
+	}
+	switch {
+	case workflows.IsValidation(err):
+		return &Error{Status: http.StatusBadRequest, Code: CodeValidation, Message: "the request was rejected: " + workflows.RejectionText(err), Cause: err}
+	case workflows.IsRetired(err):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the session's room binding was removed", Cause: err}
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the session did not finish in time; it goes on in the background", Cause: err}
+	case err != nil:
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the session's workflow could not be reached", Cause: err}
+	}
+	b := s.sessionBody(h)
+	s.applyState(&b, st)
+	c.JSON(http.StatusOK, b)
 	return nil
 }

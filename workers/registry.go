@@ -256,6 +256,21 @@ func (r *RuntimeRegistry) Teardown(ctx context.Context, session uuid.UUID, reaso
 	return nil
 }
 
+// Interrupt ends the running turn of the session's live runtime of that generation; with no
+// such runtime there is no turn to end.
+func (r *RuntimeRegistry) Interrupt(ctx context.Context, session uuid.UUID, generation int64) error {
+	r.mu.Lock()
+	e, ok := r.runtimes[session]
+	r.mu.Unlock()
+	if !ok || e.generation != generation {
+		return nil
+	}
+	if err := e.rt.Interrupt(ctx); err != nil {
+		return fmt.Errorf("interrupt runtime %s: %w", session, err)
+	}
+	return nil
+}
+
 // Len is the number of live runtimes.
 func (r *RuntimeRegistry) Len() int {
 	r.mu.Lock()
@@ -268,19 +283,21 @@ func (r *RuntimeRegistry) Len() int {
 func (r *RuntimeRegistry) Shutdown(ctx context.Context) {
 	r.mu.Lock()
 	r.closed = true
-	sessions := make([]uuid.UUID, 0, len(r.runtimes))
-	for s := range r.runtimes {
-		sessions = append(sessions, s)
+	live := make(map[uuid.UUID]int64, len(r.runtimes))
+	for s, e := range r.runtimes {
+		live[s] = e.generation
 	}
 	r.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, s := range sessions {
+	for s, gen := range live {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := r.Teardown(ctx, s, domain.CheckpointBeforeStop); err != nil {
 				r.log.Warn("runtime teardown at shutdown failed", "runtime_session", s, "error", err)
 			}
+			// Its RoomSession must not go on believing it is live.
+			r.onExit(RuntimeExit{RuntimeSession: s, Generation: gen, Reason: domain.RuntimeStoppedWithWorker})
 		}()
 	}
 	wg.Wait()

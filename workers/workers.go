@@ -86,13 +86,20 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	}
 	w.permissions = permission.New(cfg.Store, cfg.Logger.With("component", "permissions"))
 	w.runtimes = NewRuntimeRegistry(cfg.Logger, cfg.Factories, func(exit RuntimeExit) {
-		// The RoomSession workflow hears of it from Reconcile and its next turn; the event
-		// log tells people now.
-		if err := cfg.Store.RecordRuntimeExit(context.Background(), exit.RuntimeSession, exit.Generation, exit.Reason, time.Now()); err != nil {
+		// The event log tells people; the signal tells the session's workflow, which goes
+		// dormant (a lost signal is healed by its next turn, which finds no runtime).
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := cfg.Store.RecordRuntimeExit(ctx, exit.RuntimeSession, exit.Generation, exit.Reason, time.Now()); err != nil {
 			cfg.Logger.Warn("record runtime exit", "runtime_session", exit.RuntimeSession, "error", err)
 		}
+		err := cfg.Client.SignalWorkflow(ctx, workflows.RoomSessionID(exit.RuntimeSession), "", workflows.SignalRuntimeExited,
+			workflows.RuntimeExitedSignal{Generation: exit.Generation, Reason: exit.Reason})
+		if err != nil && !workflows.IsNoSession(err) {
+			cfg.Logger.Warn("signal runtime exit", "runtime_session", exit.RuntimeSession, "error", err)
+		}
 	})
-	registerShared(w.shared)
+	registerShared(w.shared, cfg.Store)
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
 	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Table: w.runtimes, Permissions: w.permissions,
 		Layout: domain.Layout{Root: cfg.DataDir}, Log: cfg.Logger.With("component", "runtimes")})
@@ -100,6 +107,10 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		cfg.Register(w.shared, w.node)
 	}
 
+	if err := workflows.EnsureReconcileSchedule(ctx, cfg.Client); err != nil {
+		// Reconcile only heals lost pokes; a node that cannot create it still serves.
+		cfg.Logger.Warn("reconcile schedule", "error", err)
+	}
 	if err := w.shared.Start(); err != nil {
 		return nil, fmt.Errorf("start worker for queue %s: %w", workflows.TaskQueue, err)
 	}
@@ -116,9 +127,13 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	return w, nil
 }
 
-// registerShared registers every workflow; they all run on the shared queue.
-func registerShared(w worker.Registry) {
+// registerShared registers every workflow and the machine-independent activities; they all
+// run on the shared queue.
+func registerShared(w worker.Registry, st *store.Store) {
 	w.RegisterWorkflow(workflows.NodeProbe)
+	w.RegisterWorkflow(workflows.RoomSession)
+	w.RegisterWorkflow(workflows.Reconcile)
+	w.RegisterActivity(&activities.Sessions{Store: st})
 }
 
 // Stop stops polling, lets running activities finish within the stop timeout, and stops the

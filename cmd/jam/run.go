@@ -117,6 +117,8 @@ token file in the data directory (generated on first start, mode 0600).`,
 	}
 	addProductionFlags(cmd.Flags(), &o)
 	addListenFlag(cmd.Flags(), &o.Listen)
+	cmd.Flags().StringVar(&o.TemporalUIURL, "temporal-ui-url", "", "Temporal Web UI base URL for workflow links in API answers (e.g. http://127.0.0.1:8233)")
+	bindEnv(cmd.Flags(), "temporal-ui-url", "JAM_TEMPORAL_UI_URL")
 	return cmd
 }
 

@@ -36,6 +36,9 @@ type Options struct {
 	// TemporalListen and UIListen are where `jam dev` serves its embedded Temporal and Web UI.
 	TemporalListen string
 	UIListen       string
+	// TemporalUIURL is the Web UI that API answers link workflows to (jam server; jam dev
+	// links its embedded UI).
+	TemporalUIURL string
 	// TemporalDB is the embedded Temporal's SQLite file (default $JAM_HOME/temporal.db).
 	TemporalDB string
 	// TemporalLogLevel filters the embedded Temporal server's own logs.

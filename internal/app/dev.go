@@ -8,7 +8,6 @@ import (
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/devserver"
-	"github.com/jam-dev/jam/internal/lifecycle"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/workflows"
 )
@@ -86,8 +85,7 @@ func RunDev(ctx context.Context, o Options) (err error) {
 	}
 	defer wk.Stop()
 
-	// Until the RoomSession workflows exist, membership and run intent are recorded only.
-	starter := &lifecycle.Recorder{Log: log.With("component", "lifecycle")}
+	starter := &workflows.Starter{Client: tc, Store: st}
 	bandCtx, stopBand := context.WithCancel(context.Background())
 	defer stopBand()
 	b, err := runBand(bandCtx, st, starter, log)
@@ -95,8 +93,8 @@ func RunDev(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	srv, err := startAPI(api.Config{
-		Store: st, Temporal: tc, Band: b, Lifecycle: starter, Token: token.Value, Version: o.Version,
-		Logger: log.With("component", "api"),
+		Store: st, Temporal: tc, Band: b, Lifecycle: starter, Sessions: starter, TemporalUI: ts.UIURL(),
+		Namespace: o.Namespace, Token: token.Value, Version: o.Version, Logger: log.With("component", "api"),
 	}, o.Listen)
 	if err != nil {
 		return err

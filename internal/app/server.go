@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/api"
-	"github.com/jam-dev/jam/internal/lifecycle"
+	"github.com/jam-dev/jam/workflows"
 )
 
 // RunServer serves the API against Postgres and an external Temporal until ctx ends. It
@@ -30,7 +30,7 @@ func RunServer(ctx context.Context, o Options) error {
 		return fmt.Errorf("temporal client for %s: %w", o.TemporalAddress, err)
 	}
 	defer tc.Close()
-	starter := &lifecycle.Recorder{Log: o.Logger.With("component", "lifecycle")}
+	starter := &workflows.Starter{Client: tc, Store: st}
 	bandCtx, stopBand := context.WithCancel(context.Background())
 	defer stopBand()
 	b, err := runBand(bandCtx, st, starter, o.Logger)
@@ -38,7 +38,8 @@ func RunServer(ctx context.Context, o Options) error {
 		return err
 	}
 	srv, err := startAPI(api.Config{
-		Store: st, Temporal: tc, Band: b, Lifecycle: starter, Token: token.Value, Version: o.Version,
+		Store: st, Temporal: tc, Band: b, Lifecycle: starter, Sessions: starter, TemporalUI: o.TemporalUIURL,
+		Namespace: o.Namespace, Token: token.Value, Version: o.Version,
 		Logger: o.Logger.With("component", "api"),
 	}, o.Listen)
 	if err != nil {

@@ -149,7 +149,31 @@ func (l *Local) Post(ctx context.Context, m domain.Message) (domain.Message, err
 			}
 		}
 	}
-	return l.store.PostMessage(ctx, m)
+	posted, err := l.store.PostMessage(ctx, m)
+	if err != nil {
+		return posted, err
+	}
+	l.notifyInbound(ctx, posted)
+	return posted, nil
+}
+
+// notifyInbound pokes the room session of every owned agent the message was queued for. A
+// lost poke strands nothing: the queue is durable and Reconcile pokes rooms with backlog.
+func (l *Local) notifyInbound(ctx context.Context, m domain.Message) {
+	bindings, err := l.store.OwnedBindingsInRoom(ctx, m.RoomID)
+	if err != nil {
+		l.log.Warn("cannot find the room sessions to wake; Reconcile will", "room", m.RoomID, "error", err)
+		return
+	}
+	for _, b := range bindings {
+		if m.AuthorAgentID != nil && *m.AuthorAgentID == b.AgentID {
+			continue
+		}
+		if err := l.lifecycle.RoomInbound(ctx, b); err != nil {
+			l.log.Warn("room session poke failed; Reconcile will retry", "room", m.RoomID,
+				"runtime_session", b.RuntimeSessionID, "error", err)
+		}
+	}
 }
 
 // HumanDecider is how a permission decided by a human's room reply records its decider.

@@ -68,7 +68,10 @@ const (
 	// EventRuntimeActivity mirrors one provider AgentEvent onto the stream.
 	EventRuntimeActivity EventKind = "runtime_activity"
 	// EventRuntimeExited: a node's registry saw a runtime's child process die.
-	EventRuntimeExited            EventKind = "runtime_exited"
+	EventRuntimeExited EventKind = "runtime_exited"
+	// EventRuntimeStopped: Jam tore a runtime down on purpose (idle reap, stop, restart,
+	// removal), with the checkpoint reason it gave the provider.
+	EventRuntimeStopped           EventKind = "runtime_stopped"
 	EventRuntimePermissionAsked   EventKind = "runtime_permission_requested"
 	EventRuntimePermissionDecided EventKind = "runtime_permission_decided"
 )
@@ -77,7 +80,7 @@ var EventKinds = NewEnum("event_kind",
 	EventAgentCreated, EventAgentUpdated, EventAgentDeleted, EventAgentRunIntent, EventRoomCreated,
 	EventRoomAdded, EventRoomRemoved, EventSessionBound, EventMessagePosted, EventInboundQueued,
 	EventMessageSettled, EventTemplateSaved, EventRuntimeActivity, EventRuntimeExited,
-	EventRuntimePermissionAsked, EventRuntimePermissionDecided)
+	EventRuntimeStopped, EventRuntimePermissionAsked, EventRuntimePermissionDecided)
 
 func (v *EventKind) UnmarshalText(b []byte) error { return unmarshalEnum(EventKinds, b, v) }
 

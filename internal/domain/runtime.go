@@ -180,6 +180,8 @@ const (
 	RuntimeExitedIdle RuntimeExitReason = "exited_between_turns"
 	// RuntimeExitedTurn: the child died during a turn.
 	RuntimeExitedTurn RuntimeExitReason = "exited_during_turn"
+	// RuntimeStoppedWithWorker: the node's worker stopped and tore its runtimes down.
+	RuntimeStoppedWithWorker RuntimeExitReason = "stopped_with_worker"
 )
 
-var RuntimeExitReasons = NewEnum("runtime_exit_reason", RuntimeExitedIdle, RuntimeExitedTurn)
+var RuntimeExitReasons = NewEnum("runtime_exit_reason", RuntimeExitedIdle, RuntimeExitedTurn, RuntimeStoppedWithWorker)

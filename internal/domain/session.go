@@ -65,3 +65,43 @@ const (
 var Presences = NewEnum("presence", PresenceLive, PresenceDormant, PresenceDisconnected, PresenceUnknown)
 
 func (v *Presence) UnmarshalText(b []byte) error { return unmarshalEnum(Presences, b, v) }
+
+// SessionPhase is where a RoomSession workflow is in its lifecycle.
+type SessionPhase string
+
+const (
+	// PhaseDormant: registered, no runtime; the next message wakes it.
+	PhaseDormant SessionPhase = "dormant"
+	// PhaseStarting: a runtime is being prepared.
+	PhaseStarting SessionPhase = "starting"
+	// PhaseLive: a runtime is up and serves turns.
+	PhaseLive SessionPhase = "live"
+	// PhaseStopping: the runtime is being torn down.
+	PhaseStopping SessionPhase = "stopping"
+	// PhaseRetired: the room binding was removed; a re-add revives the same session.
+	PhaseRetired SessionPhase = "retired"
+)
+
+var SessionPhases = NewEnum("session_phase", PhaseDormant, PhaseStarting, PhaseLive, PhaseStopping, PhaseRetired)
+
+func (v *SessionPhase) UnmarshalText(b []byte) error { return unmarshalEnum(SessionPhases, b, v) }
+
+// SessionStopReason is why a room session's runtime is stopped by request.
+type SessionStopReason string
+
+const (
+	// StopOperator: an operator stopped this one room (session scope).
+	StopOperator SessionStopReason = "operator"
+	// StopAgent: the agent was stopped (agent scope); the session stays down until start.
+	StopAgent SessionStopReason = "agent_stopped"
+	// StopAgentDeleting: the agent is being deleted.
+	StopAgentDeleting SessionStopReason = "agent_deleting"
+)
+
+// SessionStopReasons is parsed by the RoomSession stop validator, not by JSON decoding, so
+// a bogus reason is a validation rejection rather than an undecodable update.
+var SessionStopReasons = NewEnum("reason", StopOperator, StopAgent, StopAgentDeleting)
+
+// DefaultIdleSecs is the idle-reap threshold when neither JAM_OWNED_RUNTIME_IDLE_SECS nor
+// the setting says otherwise.
+const DefaultIdleSecs = 600

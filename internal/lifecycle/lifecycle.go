@@ -1,6 +1,7 @@
-// Package lifecycle is the seam between membership and run intent, which the API and the
-// local Band change, and the runtimes that follow them. The RoomSession workflows implement
-// Starter; until they exist, Recorder stands in and records what it was asked.
+// Package lifecycle is the seam between membership, messages and run intent, which the API
+// and the local Band change, and the runtimes that follow them. workflows.Starter implements
+// Starter on the RoomSession workflows; Recorder records calls for tests that need no
+// runtime.
 package lifecycle
 
 import (
@@ -18,6 +19,9 @@ import (
 type Starter interface {
 	// RoomBound: an owned agent's room binding is active (new, reused or unchanged).
 	RoomBound(ctx context.Context, b domain.Binding) error
+	// RoomInbound: a message was queued for the binding's agent in its room (a poke; the
+	// queue in the database is the truth).
+	RoomInbound(ctx context.Context, b domain.Binding) error
 	// RoomUnbound: the binding became an inactive tombstone; the runtime must stop.
 	RoomUnbound(ctx context.Context, b domain.Binding) error
 	// AgentRunIntent: the agent's persisted run intent changed (stop, start or restart).
@@ -35,8 +39,7 @@ type Call struct {
 	Restart bool
 }
 
-// Recorder is the Starter used until the RoomSession workflows exist: it starts nothing,
-// logs each call and keeps it for inspection.
+// Recorder is a Starter that starts nothing: it logs each call and keeps it for inspection.
 type Recorder struct {
 	Log   *slog.Logger
 	mu    sync.Mutex
@@ -61,6 +64,11 @@ func (r *Recorder) record(c Call) {
 
 func (r *Recorder) RoomBound(_ context.Context, b domain.Binding) error {
 	r.record(Call{Method: "RoomBound", Binding: b, Agent: b.AgentID})
+	return nil
+}
+
+func (r *Recorder) RoomInbound(_ context.Context, b domain.Binding) error {
+	r.record(Call{Method: "RoomInbound", Binding: b, Agent: b.AgentID})
 	return nil
 }
 

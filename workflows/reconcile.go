@@ -1,0 +1,109 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jam-dev/jam/activities"
+)
+
+// ReconcileScheduleID names the Temporal Schedule that runs Reconcile.
+const ReconcileScheduleID = "Reconcile"
+
+// ReconcileInterval is how often the schedule runs Reconcile.
+const ReconcileInterval = time.Minute
+
+// maxPokesPerRun bounds one Reconcile run's history; the rest wait for the next run.
+const maxPokesPerRun = 1000
+
+// ReconcileReport is what one Reconcile run found and did.
+type ReconcileReport struct {
+	// Poked sessions had backlog; each got an inbound poke.
+	Poked int `json:"poked"`
+	// Started sessions had backlog but no running workflow (a start or a poke was lost).
+	Started []uuid.UUID `json:"started,omitempty"`
+	// Deferred sessions exceeded this run's bound and wait for the next run.
+	Deferred int `json:"deferred"`
+	// StaleNodes missed three heartbeats in a row; their sessions wake elsewhere.
+	StaleNodes []string `json:"stale_nodes,omitempty"`
+}
+
+// Reconcile heals lost pokes: every room session whose room has unsettled messages while its
+// agent wants to run is poked (a live session runs a turn; a dormant one wakes). It changes
+// no record itself; what it found is its result, visible in the Temporal UI.
+func Reconcile(ctx workflow.Context) (ReconcileReport, error) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var sess *activities.Sessions
+	var found activities.BacklogReport
+	if err := workflow.ExecuteActivity(actx, sess.FindBacklog).Get(ctx, &found); err != nil {
+		return ReconcileReport{}, err
+	}
+	rep := ReconcileReport{StaleNodes: found.StaleNodes}
+	ids := found.Sessions
+	if len(ids) > maxPokesPerRun {
+		rep.Deferred = len(ids) - maxPokesPerRun
+		ids = ids[:maxPokesPerRun]
+	}
+	futures := make([]workflow.Future, len(ids))
+	for i, id := range ids {
+		futures[i] = workflow.SignalExternalWorkflow(ctx, RoomSessionID(id), "", SignalInbound, nil)
+	}
+	for i, f := range futures {
+		if err := f.Get(ctx, nil); err == nil {
+			rep.Poked++
+			continue
+		}
+		// No running workflow: start it (abandoned, so it outlives this run); its first
+		// step loads the backlog.
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:            RoomSessionID(ids[i]),
+			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		})
+		child := workflow.ExecuteChildWorkflow(cctx, RoomSession, RoomSessionInput{RuntimeSession: ids[i]})
+		if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("reconcile could not start a room session", "runtime_session", ids[i], "error", err)
+			continue
+		}
+		rep.Started = append(rep.Started, ids[i])
+	}
+	if len(rep.StaleNodes) > 0 {
+		workflow.GetLogger(ctx).Warn("stale nodes", "nodes", rep.StaleNodes)
+	}
+	return rep, nil
+}
+
+// EnsureReconcileSchedule creates the Reconcile schedule unless it exists. Every process that
+// runs workflows calls it at start; the first wins and the others find it.
+func EnsureReconcileSchedule(ctx context.Context, c client.Client) error {
+	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
+		ID:      ReconcileScheduleID,
+		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: ReconcileInterval}}},
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+		Action: &client.ScheduleWorkflowAction{
+			ID:        ReconcileScheduleID,
+			Workflow:  Reconcile,
+			TaskQueue: TaskQueue,
+		},
+	})
+	if err == nil || errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		return nil
+	}
+	var exists *serviceerror.AlreadyExists
+	if errors.As(err, &exists) {
+		return nil
+	}
+	return fmt.Errorf("create the %s schedule: %w", ReconcileScheduleID, err)
+}

@@ -1,0 +1,539 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// Message names of the RoomSession workflow.
+const (
+	// SignalInbound is a poke: the room may have backlog. The database queue is the truth.
+	SignalInbound = "inbound"
+	// SignalRuntimeExited: the node saw the session's child die between turns.
+	SignalRuntimeExited = "runtimeExited"
+	UpdateStop          = "stop"
+	UpdateRestart       = "restart"
+	UpdateRemove        = "remove"
+	// QueryState answers the session's RoomSessionStatus.
+	QueryState = "state"
+)
+
+// Error types of RoomSession update validators.
+const (
+	ErrTypeValidation = "validation"
+	ErrTypeRetired    = "retired"
+)
+
+// Activity bounds of a room session (ARCHITECTURE.md §5).
+var (
+	// runtimeHeartbeat is how long a node activity may go without a heartbeat before the
+	// worker is considered dead (it beats every 5 s).
+	runtimeHeartbeat = 15 * time.Second
+	// nodeScheduleToStart bounds how long a node activity waits for its node's worker.
+	nodeScheduleToStart = 60 * time.Second
+	// maxCrashRetries is how many times in a row a crashed turn is retried without a new poke.
+	maxCrashRetries = 3
+	// maxTurnsPerRun continues the workflow as new after this many turns even if Temporal
+	// has not suggested it yet, bounding history.
+	maxTurnsPerRun int64 = 500
+)
+
+// RoomSessionInput starts (or continues) the entity workflow of one runtime session.
+type RoomSessionInput struct {
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+	AgentID        uuid.UUID `json:"agent_id"`
+	RoomID         uuid.UUID `json:"room_id"`
+	// State is carried through continue-as-new; nil on first start.
+	State *RoomSessionState `json:"state,omitempty"`
+}
+
+// RoomSessionState is everything the workflow knows about its runtime; one serializable
+// struct so continue-as-new carries it whole.
+type RoomSessionState struct {
+	Phase             domain.SessionPhase `json:"phase"`
+	Node              string              `json:"node,omitempty"`
+	Generation        int64               `json:"generation"`
+	PID               int                 `json:"pid,omitempty"`
+	ProviderSessionID string              `json:"provider_session_id,omitempty"`
+	IdlePolicy        domain.IdlePolicy   `json:"idle_policy,omitempty"`
+	InTurn            bool                `json:"in_turn"`
+	Turns             int64               `json:"turns"`
+	LastActivity      time.Time           `json:"last_activity"`
+	IdleSecs          int                 `json:"idle_secs"`
+	Lazy              bool                `json:"lazy"`
+	// Held: stopped by an operator; stays dormant, messages queued, until restart.
+	Held bool `json:"held"`
+	// Crashed: the runtime died on its own and was not woken again yet.
+	Crashed   bool   `json:"crashed"`
+	Crashes   int    `json:"crashes"`
+	LastError string `json:"last_error,omitempty"`
+	// Pokes not yet served; WantLive asks for a runtime even without backlog.
+	Pokes    int  `json:"pokes"`
+	WantLive bool `json:"want_live"`
+}
+
+// RoomSessionStatus is the answer of QueryState.
+type RoomSessionStatus struct {
+	Phase        domain.SessionPhase `json:"phase"`
+	Presence     domain.Presence     `json:"presence"`
+	Node         string              `json:"node,omitempty"`
+	Generation   int64               `json:"generation"`
+	PID          int                 `json:"pid,omitempty"`
+	InTurn       bool                `json:"in_turn"`
+	Held         bool                `json:"held"`
+	Turns        int64               `json:"turns"`
+	LastActivity time.Time           `json:"last_activity"`
+	IdleSecs     int                 `json:"idle_secs"`
+	LastError    string              `json:"last_error,omitempty"`
+}
+
+// RuntimeExitedSignal is the payload of SignalRuntimeExited.
+type RuntimeExitedSignal struct {
+	Generation int64                    `json:"generation"`
+	Reason     domain.RuntimeExitReason `json:"reason"`
+}
+
+// StopRequest is the input of UpdateStop; Reason is one of domain.SessionStopReasons.
+type StopRequest struct {
+	Reason string `json:"reason"`
+}
+
+// RestartRequest is the input of UpdateRestart. OnlyIfBacklog (agent scope) brings the
+// runtime back only when the room has messages waiting.
+type RestartRequest struct {
+	OnlyIfBacklog bool `json:"only_if_backlog"`
+}
+
+// RemoveRequest is the input of UpdateRemove. Final ends the workflow (the agent is being
+// deleted); otherwise the session retires and an authoritative re-add revives it.
+type RemoveRequest struct {
+	Final bool `json:"final"`
+}
+
+// action is an update waiting for the main loop.
+type action struct {
+	name     string
+	stop     domain.SessionStopReason
+	restart  RestartRequest
+	remove   RemoveRequest
+	done     bool
+	result   RoomSessionStatus
+	finished bool // the workflow ends after this action
+}
+
+type roomSession struct {
+	in      RoomSessionInput
+	s       RoomSessionState
+	actions []*action
+	exits   []RuntimeExitedSignal
+	// runTurns counts this run's turns, for continue-as-new.
+	runTurns        int64
+	inbound, exited workflow.ReceiveChannel
+	sess            *activities.Sessions
+	rt              *activities.Runtimes
+}
+
+// RoomSession is the entity workflow of one room's runtime session: it registers the room
+// dormant, wakes a runtime on its node when messages wait, runs turns, reaps it when idle,
+// and serves stop, restart and remove. See ARCHITECTURE.md §4.
+func RoomSession(ctx workflow.Context, in RoomSessionInput) error {
+	r := &roomSession{in: in}
+	if in.State != nil {
+		r.s = *in.State
+	} else {
+		// The first run loads the session at once: non-lazy binds live, backlog wakes.
+		r.s = RoomSessionState{Phase: domain.PhaseDormant, Pokes: 1, Lazy: true, IdleSecs: domain.DefaultIdleSecs}
+	}
+	if err := r.register(ctx); err != nil {
+		return err
+	}
+	for {
+		if len(r.actions) > 0 {
+			a := r.actions[0]
+			r.actions = r.actions[1:]
+			r.do(ctx, a)
+			if a.finished {
+				_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+				return nil
+			}
+			continue
+		}
+		if len(r.exits) > 0 {
+			e := r.exits[0]
+			r.exits = r.exits[1:]
+			r.onExit(ctx, e)
+			continue
+		}
+		if r.s.Phase == domain.PhaseRetired {
+			if r.s.Pokes > 0 {
+				r.s.Pokes = 0
+				r.revive(ctx)
+				continue
+			}
+		} else if r.s.Pokes > 0 {
+			r.s.Pokes = 0
+			r.serve(ctx)
+			continue
+		}
+		if r.runTurns >= maxTurnsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			return r.continueAsNew(ctx)
+		}
+		r.wait(ctx)
+	}
+}
+
+func (r *roomSession) ready() bool {
+	return len(r.actions) > 0 || len(r.exits) > 0 || r.s.Pokes > 0
+}
+
+// wait blocks until there is something to do; a live, reapable runtime is torn down when
+// its idle threshold passes first.
+func (r *roomSession) wait(ctx workflow.Context) {
+	if r.s.Phase != domain.PhaseLive || !r.s.Lazy || r.s.IdlePolicy == domain.IdleKeepAlive {
+		_ = workflow.Await(ctx, r.ready)
+		return
+	}
+	idle := time.Duration(r.s.IdleSecs) * time.Second
+	left := r.s.LastActivity.Add(idle).Sub(workflow.Now(ctx))
+	if left > 0 {
+		if ok, _ := workflow.AwaitWithTimeout(ctx, left, r.ready); ok {
+			return
+		}
+	}
+	workflow.GetLogger(ctx).Info("idle runtime reaped", "runtime_session", r.in.RuntimeSession, "idle", idle)
+	r.teardown(ctx, domain.CheckpointBeforeStop)
+}
+
+func (r *roomSession) register(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryState, func() (RoomSessionStatus, error) {
+		return r.status(), nil
+	}); err != nil {
+		return err
+	}
+	r.inbound = workflow.GetSignalChannel(ctx, SignalInbound)
+	r.exited = workflow.GetSignalChannel(ctx, SignalRuntimeExited)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(r.inbound, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			r.s.Pokes++
+		})
+		sel.AddReceive(r.exited, func(c workflow.ReceiveChannel, _ bool) {
+			var e RuntimeExitedSignal
+			c.Receive(ctx, &e)
+			r.exits = append(r.exits, e)
+		})
+		for {
+			sel.Select(ctx)
+		}
+	})
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateStop,
+		func(ctx workflow.Context, req StopRequest) (RoomSessionStatus, error) {
+			reason, _ := domain.SessionStopReasons.Parse(req.Reason)
+			return r.enqueue(ctx, &action{name: UpdateStop, stop: reason})
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req StopRequest) error {
+			if _, err := domain.SessionStopReasons.Parse(req.Reason); err != nil {
+				return temporal.NewApplicationError(fmt.Sprintf("reason %q: want one of %v", req.Reason, domain.SessionStopReasons.Strings()), ErrTypeValidation)
+			}
+			return r.notRetired(UpdateStop)
+		}}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRestart,
+		func(ctx workflow.Context, req RestartRequest) (RoomSessionStatus, error) {
+			return r.enqueue(ctx, &action{name: UpdateRestart, restart: req})
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req RestartRequest) error {
+			return r.notRetired(UpdateRestart)
+		}}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRemove,
+		func(ctx workflow.Context, req RemoveRequest) (RoomSessionStatus, error) {
+			return r.enqueue(ctx, &action{name: UpdateRemove, remove: req, finished: req.Final})
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req RemoveRequest) error {
+			if r.s.Phase == domain.PhaseRetired && !req.Final {
+				return temporal.NewApplicationError("the session is already removed", ErrTypeRetired)
+			}
+			return nil
+		}})
+}
+
+func (r *roomSession) notRetired(what string) error {
+	if r.s.Phase == domain.PhaseRetired {
+		return temporal.NewApplicationError(fmt.Sprintf("cannot %s: the session's room binding was removed", what), ErrTypeRetired)
+	}
+	return nil
+}
+
+// enqueue hands an update to the main loop and waits for it to be done. A turn in flight is
+// interrupted first, so a stop never waits for a long turn (its messages stay queued).
+func (r *roomSession) enqueue(ctx workflow.Context, a *action) (RoomSessionStatus, error) {
+	r.actions = append(r.actions, a)
+	if r.s.InTurn {
+		r.interrupt(ctx)
+	}
+	if err := workflow.Await(ctx, func() bool { return a.done }); err != nil {
+		return RoomSessionStatus{}, err
+	}
+	return a.result, nil
+}
+
+func (r *roomSession) do(ctx workflow.Context, a *action) {
+	defer func() { a.done, a.result = true, r.status() }()
+	switch a.name {
+	case UpdateStop:
+		r.teardown(ctx, domain.CheckpointBeforeStop)
+		// An operator's stop holds this one room down; an agent stop is held by the agent's
+		// persisted run intent instead, which every wake reads.
+		r.s.Held = a.stop == domain.StopOperator
+	case UpdateRestart:
+		r.s.Held = false
+		r.teardown(ctx, domain.CheckpointBeforeStop)
+		r.s.Crashes, r.s.LastError = 0, ""
+		r.s.WantLive = !a.restart.OnlyIfBacklog
+		r.s.Pokes++
+	case UpdateRemove:
+		r.teardown(ctx, domain.CheckpointBeforeRemove)
+		r.s.Phase, r.s.Held, r.s.WantLive, r.s.Pokes = domain.PhaseRetired, false, false, 0
+	}
+}
+
+// exited handles the node's report that the child died on its own.
+func (r *roomSession) onExit(ctx workflow.Context, e RuntimeExitedSignal) {
+	if r.s.Phase != domain.PhaseLive || e.Generation != r.s.Generation {
+		return // a stale report about an instance already replaced or stopped
+	}
+	workflow.GetLogger(ctx).Warn("runtime exited", "runtime_session", r.in.RuntimeSession, "generation", e.Generation, "reason", e.Reason)
+	r.s.Phase, r.s.PID = domain.PhaseDormant, 0
+	r.s.Crashed = e.Reason != domain.RuntimeStoppedWithWorker
+	if r.s.Crashed {
+		r.s.LastError = fmt.Sprintf("runtime exited: %s", e.Reason)
+	}
+}
+
+// revive handles a poke to a retired session: an authoritative re-add reactivated the same
+// runtime session, so it returns to dormant (and wakes if messages wait).
+func (r *roomSession) revive(ctx workflow.Context) {
+	load, ok := r.load(ctx)
+	if !ok || load.Gone || load.Removed {
+		return
+	}
+	r.s.Phase = domain.PhaseDormant
+	r.s.Pokes++
+}
+
+// serve answers a poke: it wakes a dormant runtime when messages wait (or when the lifecycle
+// is not lazy), then runs one turn over the room's backlog.
+func (r *roomSession) serve(ctx workflow.Context) {
+	if r.s.Held {
+		return
+	}
+	if r.s.Phase != domain.PhaseLive {
+		load, ok := r.load(ctx)
+		if !ok {
+			return
+		}
+		if load.Gone || load.Removed {
+			r.s.Phase = domain.PhaseRetired
+			return
+		}
+		r.s.Lazy, r.s.IdleSecs = load.Lazy, load.IdleSecs
+		if load.AgentStopped || (load.Backlog == 0 && load.Lazy && !r.s.WantLive) {
+			return
+		}
+		if load.Node == "" {
+			r.s.LastError = "no live node to run the runtime on"
+			return
+		}
+		if !r.prepare(ctx, load.Node) {
+			return
+		}
+	}
+	r.turn(ctx)
+}
+
+func (r *roomSession) load(ctx workflow.Context) (activities.LoadSessionResult, bool) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+	})
+	var out activities.LoadSessionResult
+	err := workflow.ExecuteActivity(actx, r.sess.LoadSession, activities.LoadSessionInput{
+		RuntimeSession: r.in.RuntimeSession, PreviousNode: r.s.Node}).Get(ctx, &out)
+	if err != nil {
+		r.s.LastError = "load session: " + errorText(err)
+		return out, false
+	}
+	return out, true
+}
+
+func (r *roomSession) nodeCtx(ctx workflow.Context, opts workflow.ActivityOptions) workflow.Context {
+	opts.TaskQueue = NodeTaskQueue(r.s.Node)
+	if opts.ScheduleToStartTimeout == 0 {
+		opts.ScheduleToStartTimeout = nodeScheduleToStart
+	}
+	return workflow.WithActivityOptions(ctx, opts)
+}
+
+func (r *roomSession) prepare(ctx workflow.Context, node string) bool {
+	r.s.Phase, r.s.Node, r.s.WantLive = domain.PhaseStarting, node, false
+	actx := r.nodeCtx(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute,
+		HeartbeatTimeout:    runtimeHeartbeat,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3,
+			NonRetryableErrorTypes: []string{activities.ErrTypeExactResume, activities.ErrTypeNoSession}},
+	})
+	var out activities.PrepareRuntimeResult
+	err := workflow.ExecuteActivity(actx, r.rt.PrepareRuntime, activities.PrepareRuntimeInput{RuntimeSession: r.in.RuntimeSession}).Get(ctx, &out)
+	if err != nil {
+		r.s.Phase, r.s.LastError = domain.PhaseDormant, "prepare runtime: "+errorText(err)
+		workflow.GetLogger(ctx).Warn("runtime did not start", "runtime_session", r.in.RuntimeSession, "error", err)
+		return false
+	}
+	r.s.Phase, r.s.Generation, r.s.PID = domain.PhaseLive, out.Generation, out.PID
+	r.s.ProviderSessionID, r.s.IdlePolicy, r.s.Crashed = out.ProviderSessionID, out.IdlePolicy, false
+	r.s.LastActivity, r.s.LastError = workflow.Now(ctx), ""
+	return true
+}
+
+// turn runs one RunTurn over the backlog. Failed or cancelled turns settle nothing; a runtime
+// that died (or whose worker did) sends the session dormant, and the still-queued messages
+// wake it again a bounded number of times.
+func (r *roomSession) turn(ctx workflow.Context) {
+	r.s.Turns++
+	r.runTurns++
+	actx := r.nodeCtx(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 24 * time.Hour,
+		HeartbeatTimeout:    runtimeHeartbeat,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	r.s.InTurn = true
+	var out activities.RunTurnResult
+	err := workflow.ExecuteActivity(actx, r.rt.RunTurn, activities.RunTurnInput{RuntimeSession: r.in.RuntimeSession,
+		Generation: r.s.Generation, TurnID: fmt.Sprintf("g%d-t%d", r.s.Generation, r.s.Turns)}).Get(ctx, &out)
+	r.s.InTurn = false
+	r.s.LastActivity = workflow.Now(ctx)
+	if err == nil {
+		r.s.Crashes = 0
+		if out.Outcome != domain.TurnComplete && out.Error != "" {
+			r.s.LastError = "turn " + string(out.Outcome) + ": " + out.Error
+		}
+		return
+	}
+	var app *temporal.ApplicationError
+	var timeout *temporal.TimeoutError
+	switch {
+	case errors.As(err, &app) && app.Type() == activities.ErrTypeRuntimeNotLive, errors.As(err, &timeout):
+		// The runtime or its worker is gone. Make sure nothing is left on the node (a
+		// restarted worker has nothing; a hung one is reaped), then wake again.
+		r.s.LastError = "runtime lost during a turn: " + errorText(err)
+		r.teardown(ctx, domain.CheckpointBeforeStop)
+		r.s.Crashed = true
+		r.s.Crashes++
+		if r.s.Crashes <= maxCrashRetries {
+			r.s.Pokes++
+		}
+	default:
+		r.s.LastError = "turn: " + errorText(err)
+	}
+}
+
+// interrupt ends the running turn (from an update handler) so the action can proceed.
+func (r *roomSession) interrupt(ctx workflow.Context) {
+	actx := r.nodeCtx(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 15 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	err := workflow.ExecuteActivity(actx, r.rt.InterruptTurn, activities.InterruptTurnInput{
+		RuntimeSession: r.in.RuntimeSession, Generation: r.s.Generation}).Get(ctx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("interrupt turn", "runtime_session", r.in.RuntimeSession, "error", err)
+	}
+}
+
+// teardown stops a live runtime with reason and leaves the session dormant. A teardown that
+// keeps failing is retried for a bounded time; after that the session is still dormant and
+// wakeable (the node's registry keeps tracking the child it could not stop).
+func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointReason) {
+	if r.s.Phase != domain.PhaseLive && r.s.Phase != domain.PhaseStarting && !r.s.Crashed {
+		return
+	}
+	if r.s.Node == "" || r.s.Generation == 0 {
+		r.s.Phase = domain.PhaseDormant
+		return
+	}
+	r.s.Phase = domain.PhaseStopping
+	actx := r.nodeCtx(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    60 * time.Second,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 30 * time.Second},
+	})
+	err := workflow.ExecuteActivity(actx, r.rt.TeardownRuntime, activities.TeardownRuntimeInput{
+		RuntimeSession: r.in.RuntimeSession, Generation: r.s.Generation, Reason: reason}).Get(ctx, nil)
+	if err != nil {
+		r.s.LastError = "teardown: " + errorText(err)
+		workflow.GetLogger(ctx).Warn("runtime teardown did not finish", "runtime_session", r.in.RuntimeSession, "error", err)
+	}
+	r.s.Phase, r.s.PID, r.s.InTurn = domain.PhaseDormant, 0, false
+}
+
+func (r *roomSession) status() RoomSessionStatus {
+	return RoomSessionStatus{Phase: r.s.Phase, Presence: r.presence(), Node: r.s.Node, Generation: r.s.Generation,
+		PID: r.s.PID, InTurn: r.s.InTurn, Held: r.s.Held, Turns: r.s.Turns, LastActivity: r.s.LastActivity,
+		IdleSecs: r.s.IdleSecs, LastError: r.s.LastError}
+}
+
+func (r *roomSession) presence() domain.Presence {
+	switch {
+	case r.s.Phase == domain.PhaseLive || r.s.Phase == domain.PhaseStopping:
+		return domain.PresenceLive
+	case r.s.Crashed:
+		return domain.PresenceDisconnected
+	default:
+		return domain.PresenceDormant
+	}
+}
+
+// continueAsNew starts a fresh run with the same state once no update is in flight, folding
+// any signal not yet received into that state so no poke is lost.
+func (r *roomSession) continueAsNew(ctx workflow.Context) error {
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	for r.inbound.ReceiveAsync(nil) {
+		r.s.Pokes++
+	}
+	var e RuntimeExitedSignal
+	for r.exited.ReceiveAsync(&e) {
+		if e.Generation == r.s.Generation && r.s.Phase == domain.PhaseLive {
+			r.s.Phase, r.s.PID, r.s.Crashed = domain.PhaseDormant, 0, e.Reason != domain.RuntimeStoppedWithWorker
+		}
+	}
+	s := r.s
+	in := r.in
+	in.State = &s
+	return workflow.NewContinueAsNewError(ctx, RoomSession, in)
+}
+
+// errorText is a short description of an activity failure for the session's status.
+func errorText(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return domain.Truncate(app.Error(), 500)
+	}
+	return domain.Truncate(err.Error(), 500)
+}
+
+func hasAppErrType(err error, typ string) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == typ
+}

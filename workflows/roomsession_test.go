@@ -1,0 +1,364 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// sessionEnv is a RoomSession under the test suite with its activities mocked.
+type sessionEnv struct {
+	t   *testing.T
+	env *testsuite.TestWorkflowEnvironment
+	id  uuid.UUID
+	// backlog is what LoadSession reports; RunTurn settles it.
+	backlog  int
+	lazy     bool
+	stopped  bool
+	policy   domain.IdlePolicy
+	prepares int
+	turns    int
+	// teardowns records every teardown reason.
+	teardowns []domain.CheckpointReason
+	// turnErr, when set, fails the next RunTurn once.
+	turnErr error
+}
+
+func newSessionEnv(t *testing.T) *sessionEnv {
+	var suite testsuite.WorkflowTestSuite
+	e := &sessionEnv{t: t, env: suite.NewTestWorkflowEnvironment(), id: uuid.New(), lazy: true, policy: domain.IdleAllow}
+	e.env.RegisterActivity(&activities.Sessions{})
+	e.env.RegisterActivity(&activities.Runtimes{})
+	var sess *activities.Sessions
+	var rt *activities.Runtimes
+	e.env.OnActivity(sess.LoadSession, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.LoadSessionInput) (activities.LoadSessionResult, error) {
+			return activities.LoadSessionResult{Backlog: e.backlog, Lazy: e.lazy, IdleSecs: 2, Node: "n1",
+				AgentStopped: e.stopped}, nil
+		})
+	e.env.OnActivity(rt.PrepareRuntime, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.PrepareRuntimeInput) (activities.PrepareRuntimeResult, error) {
+			e.prepares++
+			return activities.PrepareRuntimeResult{Generation: int64(e.prepares), PID: 100 + e.prepares, IdlePolicy: e.policy}, nil
+		})
+	e.env.OnActivity(rt.RunTurn, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RunTurnInput) (activities.RunTurnResult, error) {
+			if err := e.turnErr; err != nil {
+				e.turnErr = nil
+				return activities.RunTurnResult{}, err
+			}
+			e.turns++
+			n := e.backlog
+			e.backlog = 0
+			return activities.RunTurnResult{Outcome: domain.TurnComplete, Messages: n, Settled: n}, nil
+		})
+	e.env.OnActivity(rt.TeardownRuntime, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.TeardownRuntimeInput) error {
+			e.teardowns = append(e.teardowns, in.Reason)
+			return nil
+		})
+	e.env.OnActivity(rt.InterruptTurn, mock.Anything, mock.Anything).Return(nil)
+	return e
+}
+
+// at runs f at simulated time d after start.
+func (e *sessionEnv) at(d time.Duration, f func()) { e.env.RegisterDelayedCallback(f, d) }
+
+func (e *sessionEnv) poke() { e.env.SignalWorkflow(SignalInbound, nil) }
+
+func (e *sessionEnv) state() RoomSessionStatus {
+	e.t.Helper()
+	v, err := e.env.QueryWorkflow(QueryState)
+	if err != nil {
+		e.t.Fatalf("query: %v", err)
+	}
+	var st RoomSessionStatus
+	if err := v.Get(&st); err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+// updateResult is where an update ends up: rejected at once by its validator, or completed
+// once the main loop has done the work.
+type updateResult struct {
+	done bool
+	err  error
+}
+
+// update sends an update; validator rejections are known on return, completions later.
+func (e *sessionEnv) update(name string, arg any) *updateResult {
+	r := &updateResult{}
+	e.env.UpdateWorkflow(name, uuid.NewString(), &testsuite.TestUpdateCallback{
+		OnReject:   func(err error) { r.done, r.err = true, err },
+		OnAccept:   func() {},
+		OnComplete: func(_ interface{}, err error) { r.done, r.err = true, err },
+	}, arg)
+	return r
+}
+
+// completed fails the test unless the update finished without error.
+func (r *updateResult) completed(t *testing.T, what string) {
+	t.Helper()
+	if !r.done || r.err != nil {
+		t.Errorf("%s: done %v, error %v", what, r.done, r.err)
+	}
+}
+
+// run executes the workflow; end removes the session finally at simulated time d so the
+// entity workflow completes.
+func (e *sessionEnv) run(end time.Duration) {
+	e.t.Helper()
+	e.at(end, func() { e.update(UpdateRemove, RemoveRequest{Final: true}) })
+	e.env.ExecuteWorkflow(RoomSession, RoomSessionInput{RuntimeSession: e.id})
+	if !e.env.IsWorkflowCompleted() {
+		e.t.Fatal("workflow did not complete")
+	}
+	if err := e.env.GetWorkflowError(); err != nil {
+		e.t.Fatalf("workflow error: %v", err)
+	}
+}
+
+func TestRoomSessionRegistersDormantAndStartsNothingWithoutBacklog(t *testing.T) {
+	e := newSessionEnv(t)
+	e.at(time.Second, func() {
+		e.poke()
+	})
+	e.at(2*time.Second, func() {
+		if st := e.state(); st.Phase != domain.PhaseDormant || st.Presence != domain.PresenceDormant {
+			t.Errorf("state %+v", st)
+		}
+	})
+	e.run(time.Minute)
+	if e.prepares != 0 || e.turns != 0 {
+		t.Fatalf("prepares %d turns %d, want none", e.prepares, e.turns)
+	}
+}
+
+func TestRoomSessionWakesOnceForABurstAndAnswersIt(t *testing.T) {
+	e := newSessionEnv(t)
+	e.at(time.Second, func() {
+		e.backlog = 3
+		e.poke()
+		e.poke()
+		e.poke()
+	})
+	e.at(2*time.Second, func() {
+		st := e.state()
+		if st.Phase != domain.PhaseLive || st.Generation != 1 || st.PID != 101 || st.Node != "n1" {
+			t.Errorf("state %+v", st)
+		}
+	})
+	e.run(time.Second * 3 / 2 * 2)
+	if e.prepares != 1 {
+		t.Fatalf("prepares %d, want one wake for the burst", e.prepares)
+	}
+	if e.turns < 1 {
+		t.Fatalf("turns %d", e.turns)
+	}
+}
+
+func TestRoomSessionBindsLiveWhenTheLifecycleIsNotLazy(t *testing.T) {
+	e := newSessionEnv(t)
+	e.lazy = false
+	e.at(time.Hour, func() {
+		if st := e.state(); st.Phase != domain.PhaseLive {
+			t.Errorf("not lazy: state %+v, want live without a message and never reaped", st)
+		}
+	})
+	e.run(2 * time.Hour)
+	if e.prepares != 1 || len(e.teardowns) != 1 || e.teardowns[0] != domain.CheckpointBeforeRemove {
+		t.Fatalf("prepares %d teardowns %v", e.prepares, e.teardowns)
+	}
+}
+
+func TestIdleReapStopsTheRuntimeBeforeStopAndTheNextMessageWakesIt(t *testing.T) {
+	e := newSessionEnv(t)
+	e.at(time.Second, func() { e.backlog = 1; e.poke() })
+	e.at(10*time.Second, func() {
+		if st := e.state(); st.Phase != domain.PhaseDormant {
+			t.Errorf("after idle threshold: %+v", st)
+		}
+		e.backlog = 1
+		e.poke()
+	})
+	e.at(11*time.Second, func() {
+		if st := e.state(); st.Phase != domain.PhaseLive || st.Generation != 2 {
+			t.Errorf("after wake: %+v", st)
+		}
+	})
+	e.run(12 * time.Second)
+	if e.prepares != 2 || len(e.teardowns) < 1 || e.teardowns[0] != domain.CheckpointBeforeStop {
+		t.Fatalf("prepares %d teardowns %v", e.prepares, e.teardowns)
+	}
+}
+
+func TestIdleReapKeepsKeepAliveRuntimes(t *testing.T) {
+	e := newSessionEnv(t)
+	e.policy = domain.IdleKeepAlive
+	e.at(time.Second, func() { e.backlog = 1; e.poke() })
+	e.at(time.Hour, func() {
+		if st := e.state(); st.Phase != domain.PhaseLive {
+			t.Errorf("keep-alive runtime reaped: %+v", st)
+		}
+	})
+	e.run(2 * time.Hour)
+	if len(e.teardowns) != 1 || e.teardowns[0] != domain.CheckpointBeforeRemove {
+		t.Fatalf("teardowns %v, want only the final removal", e.teardowns)
+	}
+}
+
+func TestAStoppedAgentIsNotWokenByMessages(t *testing.T) {
+	e := newSessionEnv(t)
+	e.stopped = true
+	e.at(time.Second, func() { e.backlog = 2; e.poke() })
+	e.run(time.Minute)
+	if e.prepares != 0 {
+		t.Fatalf("a stopped agent's session woke %d times", e.prepares)
+	}
+}
+
+func TestSessionStopHoldsTheRoomDownUntilRestart(t *testing.T) {
+	e := newSessionEnv(t)
+	e.at(time.Second, func() { e.backlog = 1; e.poke() })
+	var stop, restart *updateResult
+	e.at(time.Second*3/2, func() { stop = e.update(UpdateStop, StopRequest{Reason: string(domain.StopOperator)}) })
+	e.at(time.Second*13/8, func() {
+		stop.completed(t, "stop")
+		if st := e.state(); st.Phase != domain.PhaseDormant || !st.Held {
+			t.Errorf("after stop: %+v", st)
+		}
+		e.backlog = 1
+		e.poke()
+	})
+	e.at(time.Second*7/4, func() {
+		if e.prepares != 1 {
+			t.Errorf("a held session woke on a message")
+		}
+		restart = e.update(UpdateRestart, RestartRequest{})
+	})
+	e.at(time.Second*9/5, func() {
+		restart.completed(t, "restart")
+		if st := e.state(); st.Phase != domain.PhaseLive || st.Held {
+			t.Errorf("after restart: %+v", st)
+		}
+	})
+	e.run(time.Second * 19 / 10)
+	if e.prepares != 2 || len(e.teardowns) < 1 || e.teardowns[0] != domain.CheckpointBeforeStop {
+		t.Fatalf("prepares %d teardowns %v", e.prepares, e.teardowns)
+	}
+}
+
+func TestAgentRestartBringsBackOnlyRoomsWithBacklog(t *testing.T) {
+	e := newSessionEnv(t)
+	e.at(time.Second, func() { e.backlog = 1; e.poke() })
+	var restart *updateResult
+	e.at(time.Second*3/2, func() { restart = e.update(UpdateRestart, RestartRequest{OnlyIfBacklog: true}) })
+	e.at(time.Second*7/4, func() {
+		restart.completed(t, "restart")
+		if st := e.state(); st.Phase != domain.PhaseDormant {
+			t.Errorf("a room without backlog came back after an agent restart: %+v", st)
+		}
+	})
+	e.run(time.Second * 2)
+	if e.prepares != 1 {
+		t.Fatalf("prepares %d", e.prepares)
+	}
+}
+
+func TestUpdateValidatorsRejectBadInputBeforeHistory(t *testing.T) {
+	e := newSessionEnv(t)
+	var bogus, remove, restart, stop, again *updateResult
+	e.at(time.Second, func() {
+		bogus = e.update(UpdateStop, StopRequest{Reason: "because"})
+		remove = e.update(UpdateRemove, RemoveRequest{})
+	})
+	e.at(2*time.Second, func() {
+		if !bogus.done || !IsValidation(bogus.err) {
+			t.Errorf("bogus stop reason: %+v", bogus)
+		}
+		remove.completed(t, "remove")
+		restart = e.update(UpdateRestart, RestartRequest{})
+		stop = e.update(UpdateStop, StopRequest{Reason: string(domain.StopOperator)})
+		again = e.update(UpdateRemove, RemoveRequest{})
+	})
+	e.at(3*time.Second, func() {
+		for what, r := range map[string]*updateResult{"restart": restart, "stop": stop, "second remove": again} {
+			if !r.done || !IsRetired(r.err) {
+				t.Errorf("%s of a retired session: %+v", what, r)
+			}
+		}
+	})
+	e.run(time.Minute)
+}
+
+func TestARuntimeLostMidTurnGoesDormantAndTheQueuedMessageWakesIt(t *testing.T) {
+	for name, lost := range map[string]error{
+		"worker restarted": temporal.NewNonRetryableApplicationError("gone", activities.ErrTypeRuntimeNotLive, nil),
+		"heartbeat timeout": temporal.NewTimeoutError(0, errors.New("heartbeat")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newSessionEnv(t)
+			e.turnErr = lost
+			e.at(time.Second, func() { e.backlog = 1; e.poke() })
+			e.run(time.Minute)
+			if e.prepares != 2 || e.turns != 1 || e.backlog != 0 {
+				t.Fatalf("prepares %d turns %d backlog %d: want a re-prepare and one answered turn", e.prepares, e.turns, e.backlog)
+			}
+		})
+	}
+}
+
+func TestRuntimeExitedBetweenTurnsShowsDisconnectedUntilWoken(t *testing.T) {
+	e := newSessionEnv(t)
+	e.at(time.Second, func() { e.backlog = 1; e.poke() })
+	e.at(time.Second*3/2, func() {
+		e.env.SignalWorkflow(SignalRuntimeExited, RuntimeExitedSignal{Generation: 1, Reason: domain.RuntimeExitedIdle})
+	})
+	e.at(time.Second*7/4, func() {
+		if st := e.state(); st.Phase != domain.PhaseDormant || st.Presence != domain.PresenceDisconnected {
+			t.Errorf("after exit: %+v", st)
+		}
+		e.env.SignalWorkflow(SignalRuntimeExited, RuntimeExitedSignal{Generation: 7, Reason: domain.RuntimeExitedIdle})
+		e.backlog = 1
+		e.poke()
+	})
+	e.at(time.Second*9/5, func() {
+		if st := e.state(); st.Phase != domain.PhaseLive || st.Presence != domain.PresenceLive || st.Generation != 2 {
+			t.Errorf("after wake: %+v", st)
+		}
+	})
+	e.run(time.Second * 2)
+}
+
+func TestRoomSessionContinuesAsNewCarryingItsState(t *testing.T) {
+	old := maxTurnsPerRun
+	maxTurnsPerRun = 2
+	t.Cleanup(func() { maxTurnsPerRun = old })
+	e := newSessionEnv(t)
+	e.at(time.Second, func() { e.backlog = 1; e.poke() })
+	e.at(time.Second*3/2, func() { e.backlog = 1; e.poke() })
+	e.env.ExecuteWorkflow(RoomSession, RoomSessionInput{RuntimeSession: e.id})
+	var can *workflow.ContinueAsNewError
+	if err := e.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	var next RoomSessionInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.State == nil || next.State.Phase != domain.PhaseLive || next.State.Generation != 1 || next.State.Turns != 2 {
+		t.Fatalf("carried state %+v", next.State)
+	}
+}

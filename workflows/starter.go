@@ -1,0 +1,183 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/lifecycle"
+	"github.com/jam-dev/jam/internal/store"
+)
+
+// Starter drives the RoomSession workflows from membership, messages and run intent. It is
+// the lifecycle.Starter of `jam dev` and `jam server`. It runs outside workflows (in the API
+// process), so it may do I/O.
+type Starter struct {
+	Client client.Client
+	Store  *store.Store
+}
+
+var _ lifecycle.Starter = (*Starter)(nil)
+
+// agentFanOut bounds how many sessions an agent-scope operation drives at once.
+const agentFanOut = 16
+
+// startOptions starts RoomSession:<session> or finds the running one. A retired and closed
+// run may be started again (an authoritative re-add reuses the runtime session).
+func startOptions(session uuid.UUID) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       RoomSessionID(session),
+		TaskQueue:                TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+}
+
+// Poke signals the session's workflow that its room may have backlog, starting the workflow
+// if it is not running (SignalWithStart): a binding whose workflow start was lost heals here.
+func (s *Starter) Poke(ctx context.Context, b domain.Binding) error {
+	_, err := s.Client.SignalWithStartWorkflow(ctx, RoomSessionID(b.RuntimeSessionID), SignalInbound, nil,
+		startOptions(b.RuntimeSessionID), RoomSession,
+		RoomSessionInput{RuntimeSession: b.RuntimeSessionID, AgentID: b.AgentID, RoomID: b.RoomID})
+	if err != nil {
+		return fmt.Errorf("poke room session %s: %w", b.RuntimeSessionID, err)
+	}
+	return nil
+}
+
+// RoomBound registers the room session (dormant under the lazy lifecycle).
+func (s *Starter) RoomBound(ctx context.Context, b domain.Binding) error { return s.Poke(ctx, b) }
+
+// RoomInbound pokes the session a message was queued for.
+func (s *Starter) RoomInbound(ctx context.Context, b domain.Binding) error { return s.Poke(ctx, b) }
+
+// RoomUnbound retires the session: its runtime stops (BeforeRemove) and the workflow waits
+// for an authoritative re-add.
+func (s *Starter) RoomUnbound(ctx context.Context, b domain.Binding) error {
+	_, err := s.Update(ctx, b.RuntimeSessionID, UpdateRemove, RemoveRequest{})
+	if IsNoSession(err) || IsRetired(err) {
+		return nil
+	}
+	return err
+}
+
+// AgentRunIntent applies an agent-scope stop, start or restart to every room session of the
+// agent. The intent is already persisted; every wake reads it, so a session this misses
+// (Jam crashed midway) still honours it.
+func (s *Starter) AgentRunIntent(ctx context.Context, agent uuid.UUID, intent domain.RunIntent, restart bool) error {
+	return s.eachSession(ctx, agent, false, func(ctx context.Context, hs domain.HostSession) error {
+		var err error
+		switch {
+		case intent == domain.RunIntentStopped:
+			_, err = s.Update(ctx, hs.RuntimeSessionID, UpdateStop, StopRequest{Reason: string(domain.StopAgent)})
+		case restart:
+			// Every room's runtime stops; only rooms with backlog come back.
+			_, err = s.Update(ctx, hs.RuntimeSessionID, UpdateRestart, RestartRequest{OnlyIfBacklog: true})
+		default:
+			return s.Poke(ctx, domain.Binding{RuntimeSessionID: hs.RuntimeSessionID, AgentID: hs.AgentID, RoomID: hs.RoomID})
+		}
+		if IsNoSession(err) {
+			if intent == domain.RunIntentStopped {
+				return nil // nothing runs
+			}
+			return s.Poke(ctx, domain.Binding{RuntimeSessionID: hs.RuntimeSessionID, AgentID: hs.AgentID, RoomID: hs.RoomID})
+		}
+		return err
+	})
+}
+
+// AgentDeleting stops every runtime of the agent and ends its session workflows.
+func (s *Starter) AgentDeleting(ctx context.Context, agent uuid.UUID) error {
+	return s.eachSession(ctx, agent, true, func(ctx context.Context, hs domain.HostSession) error {
+		_, err := s.Update(ctx, hs.RuntimeSessionID, UpdateRemove, RemoveRequest{Final: true})
+		if IsNoSession(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+func (s *Starter) eachSession(ctx context.Context, agent uuid.UUID, removed bool, f func(context.Context, domain.HostSession) error) error {
+	sessions, err := s.Store.ListHostSessions(ctx, store.SessionFilter{Agent: &agent, IncludeRemoved: removed})
+	if err != nil {
+		return err
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, agentFanOut)
+	)
+	for _, hs := range sessions {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := f(ctx, hs); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("session %s: %w", hs.RuntimeSessionID, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Update sends a RoomSession update and waits for its result.
+func (s *Starter) Update(ctx context.Context, session uuid.UUID, name string, arg any) (RoomSessionStatus, error) {
+	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: RoomSessionID(session), UpdateName: name, Args: []any{arg},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return RoomSessionStatus{}, fmt.Errorf("%s room session %s: %w", name, session, err)
+	}
+	var out RoomSessionStatus
+	if err := h.Get(ctx, &out); err != nil {
+		return RoomSessionStatus{}, fmt.Errorf("%s room session %s: %w", name, session, err)
+	}
+	return out, nil
+}
+
+// State queries a session's status.
+func (s *Starter) State(ctx context.Context, session uuid.UUID) (RoomSessionStatus, error) {
+	v, err := s.Client.QueryWorkflow(ctx, RoomSessionID(session), "", QueryState)
+	if err != nil {
+		return RoomSessionStatus{}, fmt.Errorf("query room session %s: %w", session, err)
+	}
+	var out RoomSessionStatus
+	if err := v.Get(&out); err != nil {
+		return RoomSessionStatus{}, fmt.Errorf("query room session %s: %w", session, err)
+	}
+	return out, nil
+}
+
+// IsNoSession: no RoomSession workflow is running under that id.
+func IsNoSession(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}
+
+// IsRetired: the update was rejected because the session's room binding was removed.
+func IsRetired(err error) bool { return hasAppErrType(err, ErrTypeRetired) }
+
+// IsValidation: the update was rejected for its input.
+func IsValidation(err error) bool { return hasAppErrType(err, ErrTypeValidation) }
+
+// RejectionText is the message a RoomSession validator gave; validators word it for people.
+func RejectionText(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	return "invalid request"
+}
