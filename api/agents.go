@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -41,6 +42,15 @@ type CreateAgentRequest struct {
 	Name     string           `json:"name"`
 	Kind     domain.AgentKind `json:"kind"`
 	Briefing string           `json:"briefing"`
+	// Template is an owned agent's first runtime template; by default the embedded default
+	// provider (DefaultTemplate), so the agent can join a room at once.
+	Template *domain.TemplateConfig `json:"template,omitempty"`
+}
+
+// DefaultTemplate is the template an owned agent gets when it is created without one: an
+// ACP agent resolved like any executable (jam-testagent beside jam under `jam dev`).
+func DefaultTemplate() domain.TemplateConfig {
+	return domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP}
 }
 
 func (r CreateAgentRequest) Validate() error {
@@ -53,6 +63,16 @@ func (r CreateAgentRequest) Validate() error {
 	}
 	if err := validateBriefing(r.Briefing); err != nil {
 		v.AddErr("briefing", err)
+	}
+	if r.Template != nil {
+		if r.Kind != domain.AgentOwned {
+			v.Add("template", "only owned agents have runtime templates")
+		} else if err := r.Template.Validate(); err != nil {
+			vs, _ := domain.AsValidations(err)
+			for _, fe := range vs {
+				v.Add("template."+fe.Field, fe.Detail)
+			}
+		}
 	}
 	return v.Err()
 }
@@ -117,6 +137,18 @@ func (s *Server) createAgent(c *gin.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if a.Kind == domain.AgentOwned {
+		cfg := DefaultTemplate()
+		if req.Template != nil {
+			cfg = *req.Template
+		}
+		// An owned agent is created with its parked template, as the reference's are: it
+		// runs nothing until it joins a room, and then needs no further step.
+		if _, err := s.cfg.Store.CreateTemplate(c.Request.Context(), domain.Template{ID: uuid.New(), AgentID: a.ID,
+			Config: cfg.Normalized(), CreatedAt: time.Now()}); err != nil {
+			return fmt.Errorf("create the first template of agent %s: %w", a.ID, err)
+		}
 	}
 	body := agentBody(a)
 	body.APIKey = key

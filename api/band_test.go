@@ -275,6 +275,11 @@ func TestBadBandInputGetsClearErrors(t *testing.T) {
 	w := newWorld(h)
 	var owned AgentBody
 	h.mustCall(http.MethodPost, "/v1/agents", testToken, CreateAgentRequest{Name: "builder", Kind: domain.AgentOwned}, &owned, 201)
+	// An owned agent made outside the API (an older record) may have no template at all.
+	bare, err := h.store.CreateAgent(context.Background(), domain.Agent{ID: uuid.New(), Name: "bare", Kind: domain.AgentOwned, CreatedAt: time.Now()}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	templates := "/v1/agents/" + owned.ID.String() + "/templates"
 	messages := "/v1/rooms/" + w.room.ID.String() + "/messages"
 	cases := []struct {
@@ -300,7 +305,9 @@ func TestBadBandInputGetsClearErrors(t *testing.T) {
 		{"non-UUID agent", "POST", "/v1/rooms/" + w.room.ID.String() + "/participants", `{"agent_id":"7"}`, 400, "agent_id"},
 		{"agent and human", "POST", "/v1/rooms/" + w.room.ID.String() + "/participants", `{"agent_id":"` + owned.ID.String() + `","human":"bo"}`, 400, "agent_id"},
 		{"unknown agent", "POST", "/v1/rooms/" + w.room.ID.String() + "/participants", `{"agent_id":"` + uuid.NewString() + `"}`, 404, ""},
-		{"owned agent without template", "POST", "/v1/rooms/" + w.room.ID.String() + "/participants", `{"agent_id":"` + owned.ID.String() + `"}`, 422, ""},
+		{"owned agent without template", "POST", "/v1/rooms/" + w.room.ID.String() + "/participants", `{"agent_id":"` + bare.ID.String() + `"}`, 422, ""},
+		{"template of an attached agent", "POST", "/v1/agents", `{"name":"x","kind":"attached","template":{"alias":"d","transport":"acp"}}`, 400, "template"},
+		{"bad first template", "POST", "/v1/agents", `{"name":"y","kind":"owned","template":{"alias":"d","transport":"gemini"}}`, 400, "transport"},
 		{"duplicate agent name", "POST", "/v1/agents", `{"name":"helper","kind":"owned"}`, 409, ""},
 		{"bad agent kind", "POST", "/v1/agents", `{"name":"x","kind":"robot"}`, 400, "kind"},
 		{"bad paging", "GET", messages + "?after=-1&limit=9999", ``, 400, "after"},
@@ -331,10 +338,14 @@ func TestOwnedAgentMembershipBindsAndAReaddReusesTheSession(t *testing.T) {
 	if owned.APIKey != "" {
 		t.Fatal("an owned agent got an API key")
 	}
-	var tmpl TemplateBody
-	h.mustCall(http.MethodPost, "/v1/agents/"+owned.ID.String()+"/templates", testToken,
-		map[string]any{"alias": "default", "transport": "acp"}, &tmpl, 201)
-	if tmpl.Placement == nil || *tmpl.Placement != domain.PlacementDedicated || tmpl.DesiredGeneration != 1 || tmpl.IdlePolicy != domain.IdleAllow {
+	// Created with its parked default template: the embedded default provider.
+	var tmpls TemplateList
+	h.mustCall(http.MethodGet, "/v1/agents/"+owned.ID.String()+"/templates", testToken, nil, &tmpls, 200)
+	if len(tmpls.Items) != 1 {
+		t.Fatalf("templates %+v", tmpls)
+	}
+	tmpl := tmpls.Items[0]
+	if tmpl.Alias != "default" || tmpl.Transport != domain.TransportACP || tmpl.Placement == nil || *tmpl.Placement != domain.PlacementDedicated || tmpl.DesiredGeneration != 1 || tmpl.IdlePolicy != domain.IdleAllow {
 		t.Fatalf("template %+v", tmpl)
 	}
 	var p ParticipantBody

@@ -32,10 +32,16 @@ type devInstance struct {
 
 func startDev(t *testing.T, home string, extra ...string) *devInstance {
 	t.Helper()
+	return startDevEnv(t, home, nil, extra...)
+}
+
+// startDevEnv is startDev with environment variables added to jam dev's.
+func startDevEnv(t *testing.T, home string, env []string, extra ...string) *devInstance {
+	t.Helper()
 	args := append([]string{"dev", "--listen", "127.0.0.1:0", "--temporal-listen", "127.0.0.1:0",
 		"--ui-listen", "127.0.0.1:0", "--node", devNode}, extra...)
 	started := time.Now()
-	p := startJam(t, []string{"JAM_HOME=" + home}, args...)
+	p := startJam(t, append([]string{"JAM_HOME=" + home}, env...), args...)
 	got := p.banner(60*time.Second, `Jam API:\s+(\S+)`, `Temporal:\s+(\S+)`, `Temporal Web UI:\s+(\S+)`, `Operator token:\s+(\S+)`)
 	d := &devInstance{proc: p, apiURL: got[0], temporal: got[1], uiURL: got[2], tokenFile: got[3], startedAt: started}
 	waitHTTP(t, d.apiURL+"/healthz", http.StatusOK, 30*time.Second)

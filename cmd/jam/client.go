@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,8 @@ type clientFlags struct {
 	// the operator token.
 	key  string
 	json bool
+	// quiet prints only the id of what a command created or changed, for scripts.
+	quiet bool
 }
 
 func addClientFlags(cmd *cobra.Command) *clientFlags {
@@ -36,6 +39,7 @@ func addClientFlags(cmd *cobra.Command) *clientFlags {
 	bindEnv(fs, "token", "JAM_TOKEN")
 	addHomeFlag(fs, &f.home)
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "print only the id of what was created or changed")
 	return f
 }
 
@@ -77,6 +81,16 @@ func (f *clientFlags) call(cmd *cobra.Command, method, path string, body any) ([
 func render[T any](f *clientFlags, cmd *cobra.Command, raw []byte, human func(T) error) error {
 	if f.json {
 		return printJSON(cmd.OutOrStdout(), raw)
+	}
+	if f.quiet {
+		var id struct {
+			ID  string `json:"id"`
+			RID string `json:"runtime_session_id"`
+		}
+		if err := json.Unmarshal(raw, &id); err == nil && (id.ID != "" || id.RID != "") {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), cmp.Or(id.ID, id.RID))
+			return err
+		}
 	}
 	var v T
 	if err := json.Unmarshal(raw, &v); err != nil {

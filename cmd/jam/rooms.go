@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,6 +27,7 @@ func newRoomCmd(_ *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "room", Short: "Rooms, their participants and transcripts"}
 	cf := addClientFlags(cmd)
 
+	var createHumans []string
 	create := &cobra.Command{
 		Use: "create NAME", Short: "Create a room", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -33,12 +35,22 @@ func newRoomCmd(_ *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			for _, h := range createHumans {
+				var r api.RoomBody
+				if err := json.Unmarshal(raw, &r); err != nil {
+					return fmt.Errorf("decode response: %w", err)
+				}
+				if _, err := cf.call(cmd, http.MethodPost, roomPath(r.ID.String(), "participants"), api.AddParticipantRequest{Human: &h}); err != nil {
+					return fmt.Errorf("room %s created; adding %s failed: %w", r.ID, h, err)
+				}
+			}
 			return render(cf, cmd, raw, func(r api.RoomBody) error {
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "created room %s (%s)\n", r.Name, r.ID)
 				return err
 			})
 		},
 	}
+	create.Flags().StringArrayVar(&createHumans, "human", nil, "add a human participant with this name (repeatable)")
 	list := listCmd(cf, "list", "List rooms", cobra.NoArgs, fixed("/v1/rooms"), "ID\tNAME\tCREATED",
 		func(out api.RoomList) [][]string {
 			rows := make([][]string, len(out.Items))
@@ -98,6 +110,7 @@ func newRoomCmd(_ *globals) *cobra.Command {
 	}
 
 	var postAuthor string
+	var postWait time.Duration
 	post := &cobra.Command{
 		Use: "post ROOM_ID TEXT", Short: "Post a message as a human (operator token) or as an agent (--key)", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -105,13 +118,28 @@ func newRoomCmd(_ *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return render(cf, cmd, raw, func(m api.MessageBody) error {
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "posted %s (seq %d)\n", m.ID, m.Seq)
+			if postWait <= 0 {
+				return render(cf, cmd, raw, func(m api.MessageBody) error {
+					_, err := fmt.Fprintf(cmd.OutOrStdout(), "posted %s (seq %d)\n", m.ID, m.Seq)
+					return err
+				})
+			}
+			var m api.MessageBody
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return fmt.Errorf("decode response: %w", err)
+			}
+			reply, err := waitReply(cmd, cf, m, postWait)
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, reply, func(r api.MessageBody) error {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s\n", r.Text)
 				return err
 			})
 		},
 	}
 	post.Flags().StringVar(&postAuthor, "author", "", "human participant to post as (default: the room's only human)")
+	post.Flags().DurationVar(&postWait, "wait", 0, "wait this long for the first reply to the message and print it (e.g. 60s)")
 	addKeyFlag(post, cf, "post as the attached agent with this API key")
 
 	var after string
@@ -186,5 +214,45 @@ func printEvent(w interface{ Write([]byte) (int, error) }, e client.Event) error
 	default:
 		_, err := fmt.Fprintf(w, "-- %s %s\n", e.Kind, string(e.Data.Payload))
 		return err
+	}
+}
+
+// replyPoll is how often `room post --wait` reads the transcript.
+const replyPoll = 100 * time.Millisecond
+
+// waitReply reads the room's transcript after m until a message replying to m appears, and
+// returns it raw; it fails once wait has passed.
+func waitReply(cmd *cobra.Command, cf *clientFlags, m api.MessageBody, wait time.Duration) ([]byte, error) {
+	deadline := time.Now().Add(wait)
+	after := m.Seq
+	for {
+		raw, err := cf.call(cmd, http.MethodGet, roomPath(m.RoomID.String(), "messages")+"?after="+strconv.FormatInt(after, 10), nil)
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return nil, fmt.Errorf("decode transcript: %w", err)
+		}
+		for _, item := range page.Items {
+			var r api.MessageBody
+			if err := json.Unmarshal(item, &r); err != nil {
+				return nil, fmt.Errorf("decode message: %w", err)
+			}
+			after = r.Seq
+			if r.ReplyTo != nil && *r.ReplyTo == m.ID {
+				return item, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no reply to %s within %s (it may still come: jam room messages %s)", m.ID, wait, m.RoomID)
+		}
+		select {
+		case <-cmd.Context().Done():
+			return nil, cmd.Context().Err()
+		case <-time.After(replyPoll):
+		}
 	}
 }

@@ -50,6 +50,33 @@ func newSessionCmd(_ *globals) *cobra.Command {
 			return showJSON(cf, cmd, "/v1/sessions/"+url.PathEscape(args[0]))
 		},
 	}
-	cmd.AddCommand(list, show)
+	var reason string
+	stop := &cobra.Command{
+		Use: "stop RUNTIME_SESSION_ID", Short: "Stop one room's runtime and hold it down (messages stay queued) until restart",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return sessionControl(cf, cmd, args[0], "stop", api.StopSessionRequest{Reason: reason})
+		},
+	}
+	stop.Flags().StringVar(&reason, "reason", "", "why (default operator)")
+	restart := &cobra.Command{
+		Use: "restart RUNTIME_SESSION_ID", Short: "Restart one room's runtime; sibling rooms are untouched",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return sessionControl(cf, cmd, args[0], "restart", nil)
+		},
+	}
+	cmd.AddCommand(list, show, stop, restart)
 	return cmd
+}
+
+func sessionControl(cf *clientFlags, cmd *cobra.Command, id, verb string, body any) error {
+	raw, err := cf.call(cmd, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/"+verb, body)
+	if err != nil {
+		return err
+	}
+	return render(cf, cmd, raw, func(s api.SessionBody) error {
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "session %s: %s (%s)\n", s.RuntimeSessionID, s.Presence, s.Phase)
+		return err
+	})
 }

@@ -1,0 +1,171 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
+	"github.com/jam-dev/jam/internal/testsupport/testagent"
+	"github.com/jam-dev/jam/workflows"
+)
+
+// An owned agent's rooms under `jam dev`, through the HTTP API only: dormant until messaged,
+// answered, reaped when idle, woken on the same provider session, and controlled with
+// validated updates.
+func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "jam-home")
+	exe := testagent.Binary(t)
+	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(), "JAM_OWNED_RUNTIME_IDLE_SECS=2"))
+	c, ctx, pid := d.client, context.Background(), d.proc.cmd.Process.Pid
+
+	var agent api.AgentBody
+	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "builder", Kind: domain.AgentOwned}, &agent))
+	room, session := roomWith(t, c, "lab", agent.ID)
+
+	// 200 more rooms bound to the same agent start nothing either.
+	start := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range 200 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			roomWith(t, c, fmt.Sprintf("room-%d", i), agent.ID)
+		}()
+	}
+	wg.Wait()
+	t.Logf("bound 200 rooms in %s", time.Since(start).Round(time.Millisecond))
+	s := awaitPresence(t, c, session, domain.PresenceDormant, 10*time.Second)
+	if s.WorkflowID != workflows.RoomSessionID(session) || !strings.Contains(s.WorkflowURL, "/workflows/"+s.WorkflowID) {
+		t.Fatalf("session workflow id %q url %q", s.WorkflowID, s.WorkflowURL)
+	}
+	if got := providerChildren(t, pid, exe); len(got) != 0 {
+		t.Fatalf("201 bound rooms started %d processes before any message", len(got))
+	}
+
+	// The first message wakes the room and is answered.
+	first := postText(t, c, room.ID, "[[count]] hello")
+	if r := awaitReply(t, c, first, 30*time.Second); !strings.Contains(r.Text, "turns remembered: 0") {
+		t.Fatalf("first reply %q", r.Text)
+	}
+	live := awaitPresence(t, c, session, domain.PresenceLive, 5*time.Second)
+	if live.Runtime == nil || live.Runtime.PID == 0 || live.Runtime.Node != devNode {
+		t.Fatalf("live session %+v", live.Runtime)
+	}
+	awaitChildren(t, pid, exe, 1, 5*time.Second)
+
+	// Idle for 2 s: reaped with BeforeStop, no process left.
+	awaitPresence(t, c, session, domain.PresenceDormant, 20*time.Second)
+	awaitChildren(t, pid, exe, 0, 5*time.Second)
+	awaitEvent(t, c, room.ID, domain.EventRuntimeStopped, func(p json.RawMessage) bool {
+		var v struct {
+			Session uuid.UUID               `json:"runtime_session"`
+			Reason  domain.CheckpointReason `json:"reason"`
+		}
+		return json.Unmarshal(p, &v) == nil && v.Session == session && v.Reason == domain.CheckpointBeforeStop
+	}, 10*time.Second)
+
+	// The next message wakes it on the same provider session: the agent remembers.
+	second := postText(t, c, room.ID, "[[count]] again")
+	if r := awaitReply(t, c, second, 30*time.Second); !strings.Contains(r.Text, "turns remembered: 1") {
+		t.Fatalf("second reply %q: the provider session was not resumed", r.Text)
+	}
+	if n := len(repliesTo(t, c, first)); n != 1 {
+		t.Fatalf("first message answered %d times", n)
+	}
+
+	// Bad input to every update is rejected before it reaches history.
+	tc := temporaltest.Dial(t, d.temporal)
+	bad := []struct {
+		name, path, body string
+		status           int
+	}{
+		{"stop with a bogus reason", "/v1/sessions/" + session.String() + "/stop", `{"reason":"because"}`, 400},
+		{"stop of an unknown session", "/v1/sessions/" + uuid.NewString() + "/stop", `{}`, 404},
+		{"restart of an unknown session", "/v1/sessions/" + uuid.NewString() + "/restart", ``, 404},
+		{"stop with a malformed body", "/v1/sessions/" + session.String() + "/stop", `{"reason":7}`, 400},
+	}
+	for _, b := range bad {
+		var body any
+		if b.body != "" {
+			body = json.RawMessage(b.body)
+		}
+		raw, err := c.DoRaw(ctx, http.MethodPost, b.path, body)
+		if !isStatus(err, b.status) {
+			t.Fatalf("%s: %v %s, want %d", b.name, err, raw, b.status)
+		}
+	}
+	if n := acceptedUpdates(t, tc, session); n != 0 {
+		t.Fatalf("%d updates entered history, want none", n)
+	}
+
+	// Session scope: stop holds this one room down with its message queued; restart brings
+	// it back and the message is answered. A sibling room is never bounced.
+	sibling, siblingSession := roomWith(t, c, "sibling", agent.ID)
+	sm := postText(t, c, sibling.ID, "sibling here")
+	awaitReply(t, c, sm, 30*time.Second)
+	siblingPID := awaitPresence(t, c, siblingSession, domain.PresenceLive, 5*time.Second).Runtime.PID
+	var stopped api.SessionBody
+	must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session.String()+"/stop", nil, &stopped))
+	if stopped.Presence != domain.PresenceDormant || stopped.Runtime == nil || !stopped.Runtime.Held {
+		t.Fatalf("stopped session %+v %+v", stopped.Presence, stopped.Runtime)
+	}
+	held := postText(t, c, room.ID, "are you there?")
+	time.Sleep(time.Second)
+	if rs := repliesTo(t, c, held); len(rs) != 0 {
+		t.Fatalf("a stopped session answered: %+v", rs)
+	}
+	must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session.String()+"/restart", nil, nil))
+	awaitReply(t, c, held, 30*time.Second)
+	if s := getSession(t, c, siblingSession); s.Runtime == nil || s.Runtime.PID != siblingPID {
+		t.Fatalf("the sibling room was bounced: %+v", s.Runtime)
+	}
+	if n := acceptedUpdates(t, tc, session); n != 2 {
+		t.Fatalf("%d updates in history, want the stop and the restart", n)
+	}
+
+	// Removing the agent from the room retires the session: no process, updates refused.
+	var roomBody api.RoomBody
+	must(t, c.Do(ctx, http.MethodGet, "/v1/rooms/"+room.ID.String(), nil, &roomBody))
+	for _, p := range roomBody.Participants {
+		if p.AgentID != nil && *p.AgentID == agent.ID {
+			must(t, c.Do(ctx, http.MethodDelete, "/v1/rooms/"+room.ID.String()+"/participants/"+p.ID.String(), nil, nil))
+		}
+	}
+	if _, err := c.DoRaw(ctx, http.MethodPost, "/v1/sessions/"+session.String()+"/restart", nil); !isStatus(err, http.StatusConflict) {
+		t.Fatalf("restart of a removed session: %v", err)
+	}
+	awaitChildren(t, pid, exe, 1, 10*time.Second) // only the sibling's
+}
+
+// acceptedUpdates counts the updates in the current run of a session's workflow history.
+func acceptedUpdates(t *testing.T, tc client.Client, session uuid.UUID) int {
+	t.Helper()
+	it := tc.GetWorkflowHistory(context.Background(), workflows.RoomSessionID(session), "", false,
+		enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	n := 0
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", session, err)
+		}
+		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
+			n++
+		}
+	}
+	return n
+}
