@@ -305,7 +305,7 @@ func TestUpdateValidatorsRejectBadInputBeforeHistory(t *testing.T) {
 
 func TestARuntimeLostMidTurnGoesDormantAndTheQueuedMessageWakesIt(t *testing.T) {
 	for name, lost := range map[string]error{
-		"worker restarted": temporal.NewNonRetryableApplicationError("gone", activities.ErrTypeRuntimeNotLive, nil),
+		"worker restarted":  temporal.NewNonRetryableApplicationError("gone", activities.ErrTypeRuntimeNotLive, nil),
 		"heartbeat timeout": temporal.NewTimeoutError(0, errors.New("heartbeat")),
 	} {
 		t.Run(name, func(t *testing.T) {
