@@ -169,3 +169,52 @@ func acceptedUpdates(t *testing.T, tc client.Client, session uuid.UUID) int {
 	}
 	return n
 }
+
+// A stopped agent's messages stay queued, through a restart of every `jam dev` process, and
+// are answered once the agent is started again, on the same provider session.
+func TestAStoppedAgentsMessagesSurviveARestartAndAreAnsweredAfterStart(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "jam-home")
+	exe := testagent.Binary(t)
+	env := ownedEnv(t, t.TempDir())
+	d := startDevEnv(t, home, env)
+	c, ctx := d.client, context.Background()
+
+	var agent api.AgentBody
+	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "builder", Kind: domain.AgentOwned}, &agent))
+	room, session := roomWith(t, c, "lab", agent.ID)
+	if r := awaitReply(t, c, postText(t, c, room.ID, "[[count]] one"), 30*time.Second); !strings.Contains(r.Text, "turns remembered: 0") {
+		t.Fatalf("first reply %q", r.Text)
+	}
+
+	must(t, c.Do(ctx, http.MethodPost, "/v1/agents/"+agent.ID.String()+"/stop", nil, nil))
+	awaitPresence(t, c, session, domain.PresenceDormant, 10*time.Second)
+	awaitChildren(t, d.proc.cmd.Process.Pid, exe, 0, 10*time.Second)
+	queued := postText(t, c, room.ID, "[[count]] two")
+	time.Sleep(2 * time.Second)
+	if rs := repliesTo(t, c, queued); len(rs) != 0 {
+		t.Fatalf("a stopped agent answered: %+v", rs)
+	}
+	d.stop(t)
+
+	d2 := startDevEnv(t, home, env)
+	c = d2.client
+	var sessions api.SessionList
+	must(t, c.Do(ctx, http.MethodGet, "/v1/sessions?agent="+agent.ID.String(), nil, &sessions))
+	if len(sessions.Items) != 1 || sessions.Items[0].RuntimeSessionID != session {
+		t.Fatalf("sessions after restart %+v", sessions.Items)
+	}
+	awaitPresence(t, c, session, domain.PresenceDormant, 20*time.Second)
+	time.Sleep(time.Second)
+	if rs := repliesTo(t, c, queued); len(rs) != 0 || len(providerChildren(t, d2.proc.cmd.Process.Pid, exe)) != 0 {
+		t.Fatalf("the stopped agent was resurrected by the restart: replies %+v", rs)
+	}
+
+	must(t, c.Do(ctx, http.MethodPost, "/v1/agents/"+agent.ID.String()+"/start", nil, nil))
+	if r := awaitReply(t, c, queued, 30*time.Second); !strings.Contains(r.Text, "turns remembered: 1") {
+		t.Fatalf("reply after start %q: not the same provider session", r.Text)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := len(repliesTo(t, c, queued)); n != 1 {
+		t.Fatalf("the queued message was answered %d times", n)
+	}
+}
