@@ -45,7 +45,11 @@ ci:
 ##        - a journaled workspace operation in the store
 ##        - post -> event stream latency, 20 subscribers at 200 messages/s (p50/p95/p99 ms)
 ##        - one ACP turn through the adapter and jam-testagent (p50/p95 ms)
+##        - RoomSession: live turn overhead and wake (p50/p95 ms), 10,000 dormant rooms (bind
+##          time, child processes, RSS), 50 rooms messaged at once (turns/s); JSON report in
+##          bench/roomsession.json (JAM_BENCH_ROOMS=N for fewer rooms)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/store/
 	$(GO) test -run '^$$' -bench PostToEventStream -benchtime 600x ./api/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/provider/acp/
+	JAM_BENCH=1 $(GO) test -count=1 -run '^TestRoomSessionBenchmark$$' -timeout 60m -v ./test/

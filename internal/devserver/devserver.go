@@ -269,7 +269,10 @@ func buildSQLConfig(opts Options) (*config.SQL, error) {
 		// A unique name keeps two in-memory servers in one process (tests) apart.
 		conf.DatabaseName = fmt.Sprintf("jam-%d-%d", os.Getpid(), time.Now().UnixNano())
 	} else {
-		conf.ConnectAttributes = map[string]string{"mode": "rwc"}
+		// WAL with synchronous=NORMAL: a commit survives a crash of the process (the case
+		// `jam dev` must survive) without an fsync per commit, which dominated the latency of
+		// every workflow task on the rollback journal.
+		conf.ConnectAttributes = map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "NORMAL"}
 		conf.DatabaseName = opts.DatabaseFile
 		if _, err := os.Stat(opts.DatabaseFile); errors.Is(err, os.ErrNotExist) {
 			if err := os.MkdirAll(filepath.Dir(opts.DatabaseFile), 0o700); err != nil {

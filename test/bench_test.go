@@ -1,0 +1,209 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/api/client"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/testsupport/testagent"
+)
+
+// The RoomSession benchmark of `make bench` (JAM_BENCH=1): live turn overhead, wake latency,
+// dormant scale and concurrent throughput against a real `jam dev` with the test agent. It
+// reports (a JSON file and a table); it does not gate.
+func TestRoomSessionBenchmark(t *testing.T) {
+	if os.Getenv("JAM_BENCH") != "1" {
+		t.Skip("benchmark: run with `make bench` (JAM_BENCH=1)")
+	}
+	rooms := 10000
+	if v := os.Getenv("JAM_BENCH_ROOMS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("JAM_BENCH_ROOMS=%q", v)
+		}
+		rooms = n
+	}
+	home := filepath.Join(t.TempDir(), "jam-home")
+	exe := testagent.Binary(t)
+	d := startDevEnv(t, home, ownedEnv(t, t.TempDir()))
+	c, ctx, pid := d.client, context.Background(), d.proc.cmd.Process.Pid
+	var agent api.AgentBody
+	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "bench", Kind: domain.AgentOwned}, &agent))
+	rep := benchReport{Rooms: rooms}
+
+	// Live turn overhead: post to a live room -> the provider's turn starts.
+	room, session := roomWith(t, c, "live", agent.ID)
+	awaitReply(t, c, postText(t, c, room.ID, "warm up"), 30*time.Second)
+	awaitPresence(t, c, session, domain.PresenceLive, 5*time.Second)
+	var live, liveReply []time.Duration
+	for range 50 {
+		// Measure an idle live room: the previous turn has long returned to the workflow.
+		time.Sleep(300 * time.Millisecond)
+		m := postText(t, c, room.ID, "ping")
+		r := awaitReply(t, c, m, 30*time.Second)
+		live = append(live, turnStartedAfter(t, c, room.ID, m))
+		liveReply = append(liveReply, r.CreatedAt.Sub(m.CreatedAt))
+	}
+	rep.Live, rep.LiveReply = summarize(live), summarize(liveReply)
+
+	// Wake: post to a dormant room -> the provider's turn starts.
+	var wake []time.Duration
+	for i := range 20 {
+		r, _ := roomWith(t, c, fmt.Sprintf("wake-%d", i), agent.ID)
+		m := postText(t, c, r.ID, "wake up")
+		awaitReply(t, c, m, 30*time.Second)
+		wake = append(wake, turnStartedAfter(t, c, r.ID, m))
+	}
+	rep.Wake = summarize(wake)
+	must(t, c.Do(ctx, http.MethodPost, "/v1/agents/"+agent.ID.String()+"/stop", nil, nil))
+	awaitChildren(t, pid, exe, 0, 60*time.Second)
+	must(t, c.Do(ctx, http.MethodPost, "/v1/agents/"+agent.ID.String()+"/start", nil, nil))
+
+	// Scale: many dormant rooms on one node start nothing.
+	start := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range rooms {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var rb api.RoomBody
+			must(t, c.Do(ctx, http.MethodPost, "/v1/rooms", api.CreateRoomRequest{Name: fmt.Sprintf("dormant-%d", i)}, &rb))
+			must(t, c.Do(ctx, http.MethodPost, "/v1/rooms/"+rb.ID.String()+"/participants", map[string]string{"agent_id": agent.ID.String()}, nil))
+		}()
+	}
+	wg.Wait()
+	rep.BindSeconds = time.Since(start).Seconds()
+	time.Sleep(5 * time.Second) // let every dormant registration settle
+	rep.DormantChildren = len(providerChildren(t, pid, exe))
+	rep.RSSMiB = rssMiB(t, pid)
+
+	// Throughput: 50 rooms messaged at once.
+	const burst = 50
+	targets := make([]api.RoomBody, burst)
+	for i := range targets {
+		targets[i], _ = roomWith(t, c, fmt.Sprintf("burst-%d", i), agent.ID)
+	}
+	start = time.Now()
+	msgs := make([]api.MessageBody, burst)
+	for i := range targets {
+		wg.Add(1)
+		go func() { defer wg.Done(); msgs[i] = postText(t, c, targets[i].ID, "all at once") }()
+	}
+	wg.Wait()
+	for _, m := range msgs {
+		awaitReply(t, c, m, 120*time.Second)
+	}
+	rep.BurstSeconds = time.Since(start).Seconds()
+	rep.TurnsPerSecond = burst / rep.BurstSeconds
+
+	out := os.Getenv("JAM_BENCH_OUT")
+	if out == "" {
+		out = filepath.Join("..", "bench", "roomsession.json")
+	}
+	raw, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, append(raw, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s\nreport: %s", rep.table(), out)
+}
+
+type latency struct {
+	P50 float64 `json:"p50_ms"`
+	P95 float64 `json:"p95_ms"`
+	N   int     `json:"n"`
+}
+
+type benchReport struct {
+	Live            latency `json:"live_turn_overhead"`
+	LiveReply       latency `json:"live_post_to_echo_reply"`
+	Wake            latency `json:"wake"`
+	Rooms           int     `json:"dormant_rooms"`
+	BindSeconds     float64 `json:"bind_seconds"`
+	DormantChildren int     `json:"dormant_child_processes"`
+	RSSMiB          float64 `json:"jam_dev_rss_mib"`
+	BurstSeconds    float64 `json:"burst_50_seconds"`
+	TurnsPerSecond  float64 `json:"burst_turns_per_second"`
+}
+
+func (r benchReport) table() string {
+	var b strings.Builder
+	row := func(name, value, target string) { fmt.Fprintf(&b, "%-44s %-26s %s\n", name, value, target) }
+	row("measure", "value", "target")
+	row("live turn overhead (post -> turn started)", fmt.Sprintf("p50 %.1f ms, p95 %.1f ms", r.Live.P50, r.Live.P95), "p50 <= 50 ms")
+	row("live post -> echo reply", fmt.Sprintf("p50 %.1f ms, p95 %.1f ms", r.LiveReply.P50, r.LiveReply.P95), "")
+	row("wake (dormant post -> turn started)", fmt.Sprintf("p50 %.1f ms, p95 %.1f ms", r.Wake.P50, r.Wake.P95), "p50 <= 300 ms")
+	row(fmt.Sprintf("bind %d dormant rooms", r.Rooms), fmt.Sprintf("%.1f s", r.BindSeconds), "")
+	row("child processes while dormant", strconv.Itoa(r.DormantChildren), "0")
+	row("jam dev RSS (worker + Temporal + API)", fmt.Sprintf("%.0f MiB", r.RSSMiB), "worker <= 300 MB")
+	row("50 rooms messaged at once", fmt.Sprintf("%.2f turns/s (%.1f s)", r.TurnsPerSecond, r.BurstSeconds), "")
+	return b.String()
+}
+
+func summarize(ds []time.Duration) latency {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(q float64) float64 {
+		return float64(s[min(len(s)-1, int(q*float64(len(s))))].Microseconds()) / 1000
+	}
+	return latency{P50: at(0.5), P95: at(0.95), N: len(s)}
+}
+
+// turnStartedAfter is how long after m was posted the room's runtime reported the turn that
+// carries it started (both timestamps are the store's).
+func turnStartedAfter(t *testing.T, c *client.Client, room uuid.UUID, m api.MessageBody) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var at time.Time
+	err := c.Stream(ctx, "/v1/events?room="+room.String(), "0", func(e client.Event) error {
+		if e.Data.Kind != domain.EventRuntimeActivity || e.Data.CreatedAt.Before(m.CreatedAt) {
+			return nil
+		}
+		var p struct {
+			Kind domain.AgentEventKind `json:"kind"`
+		}
+		if json.Unmarshal(e.Data.Payload, &p) == nil && p.Kind == domain.AgentTurnStarted {
+			at = e.Data.CreatedAt
+			return errFound
+		}
+		return nil
+	})
+	if at.IsZero() {
+		t.Fatalf("no turn_started after %s in room %s: %v", m.ID, room, err)
+	}
+	return at.Sub(m.CreatedAt)
+}
+
+func rssMiB(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
