@@ -16,7 +16,7 @@ import (
 	"github.com/jam-dev/jam/workflows"
 )
 
-// SessionControl is what the API needs of the RoomSession workflows (workflows.Starter).
+// SessionControl is what the API needs of the RoomSession workflows (roomctl.Starter).
 type SessionControl interface {
 	State(ctx context.Context, session uuid.UUID) (workflows.RoomSessionStatus, error)
 	Update(ctx context.Context, session uuid.UUID, name string, arg any) (workflows.RoomSessionStatus, error)

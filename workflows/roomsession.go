@@ -532,8 +532,3 @@ func errorText(err error) string {
 	}
 	return domain.Truncate(err.Error(), 500)
 }
-
-func hasAppErrType(err error, typ string) bool {
-	var app *temporal.ApplicationError
-	return errors.As(err, &app) && app.Type() == typ
-}

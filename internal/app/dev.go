@@ -8,6 +8,7 @@ import (
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/devserver"
+	"github.com/jam-dev/jam/internal/roomctl"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/workflows"
 )
@@ -85,7 +86,7 @@ func RunDev(ctx context.Context, o Options) (err error) {
 	}
 	defer wk.Stop()
 
-	starter := &workflows.Starter{Client: tc, Store: st}
+	starter := &roomctl.Starter{Client: tc, Store: st}
 	bandCtx, stopBand := context.WithCancel(context.Background())
 	defer stopBand()
 	b, err := runBand(bandCtx, st, starter, log)

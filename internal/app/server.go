@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/api"
-	"github.com/jam-dev/jam/workflows"
+	"github.com/jam-dev/jam/internal/roomctl"
 )
 
 // RunServer serves the API against Postgres and an external Temporal until ctx ends. It
@@ -30,7 +30,7 @@ func RunServer(ctx context.Context, o Options) error {
 		return fmt.Errorf("temporal client for %s: %w", o.TemporalAddress, err)
 	}
 	defer tc.Close()
-	starter := &workflows.Starter{Client: tc, Store: st}
+	starter := &roomctl.Starter{Client: tc, Store: st}
 	bandCtx, stopBand := context.WithCancel(context.Background())
 	defer stopBand()
 	b, err := runBand(bandCtx, st, starter, o.Logger)

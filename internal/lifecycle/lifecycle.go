@@ -1,5 +1,5 @@
 // Package lifecycle is the seam between membership, messages and run intent, which the API
-// and the local Band change, and the runtimes that follow them. workflows.Starter implements
+// and the local Band change, and the runtimes that follow them. roomctl.Starter implements
 // Starter on the RoomSession workflows; Recorder records calls for tests that need no
 // runtime.
 package lifecycle

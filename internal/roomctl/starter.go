@@ -1,4 +1,7 @@
-package workflows
+// Package roomctl drives the RoomSession workflows from outside them: membership, messages
+// and run intent become starts, signals and updates, and the API reads session state. It is
+// client code (it does I/O and fans out), so it lives beside the workflows, not among them.
+package roomctl
 
 import (
 	"context"
@@ -8,13 +11,12 @@ import (
 
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/lifecycle"
 	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/workflows"
 )
 
 // Starter drives the RoomSession workflows from membership, messages and run intent. It is
@@ -34,8 +36,8 @@ const agentFanOut = 16
 // run may be started again (an authoritative re-add reuses the runtime session).
 func startOptions(session uuid.UUID) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
-		ID:                       RoomSessionID(session),
-		TaskQueue:                TaskQueue,
+		ID:                       workflows.RoomSessionID(session),
+		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}
@@ -44,9 +46,9 @@ func startOptions(session uuid.UUID) client.StartWorkflowOptions {
 // Poke signals the session's workflow that its room may have backlog, starting the workflow
 // if it is not running (SignalWithStart): a binding whose workflow start was lost heals here.
 func (s *Starter) Poke(ctx context.Context, b domain.Binding) error {
-	_, err := s.Client.SignalWithStartWorkflow(ctx, RoomSessionID(b.RuntimeSessionID), SignalInbound, nil,
-		startOptions(b.RuntimeSessionID), RoomSession,
-		RoomSessionInput{RuntimeSession: b.RuntimeSessionID, AgentID: b.AgentID, RoomID: b.RoomID})
+	_, err := s.Client.SignalWithStartWorkflow(ctx, workflows.RoomSessionID(b.RuntimeSessionID), workflows.SignalInbound, nil,
+		startOptions(b.RuntimeSessionID), workflows.RoomSession,
+		workflows.RoomSessionInput{RuntimeSession: b.RuntimeSessionID, AgentID: b.AgentID, RoomID: b.RoomID})
 	if err != nil {
 		return fmt.Errorf("poke room session %s: %w", b.RuntimeSessionID, err)
 	}
@@ -62,8 +64,8 @@ func (s *Starter) RoomInbound(ctx context.Context, b domain.Binding) error { ret
 // RoomUnbound retires the session: its runtime stops (BeforeRemove) and the workflow waits
 // for an authoritative re-add.
 func (s *Starter) RoomUnbound(ctx context.Context, b domain.Binding) error {
-	_, err := s.Update(ctx, b.RuntimeSessionID, UpdateRemove, RemoveRequest{})
-	if IsNoSession(err) || IsRetired(err) {
+	_, err := s.Update(ctx, b.RuntimeSessionID, workflows.UpdateRemove, workflows.RemoveRequest{})
+	if workflows.IsNoSession(err) || workflows.IsRetired(err) {
 		return nil
 	}
 	return err
@@ -77,14 +79,14 @@ func (s *Starter) AgentRunIntent(ctx context.Context, agent uuid.UUID, intent do
 		var err error
 		switch {
 		case intent == domain.RunIntentStopped:
-			_, err = s.Update(ctx, hs.RuntimeSessionID, UpdateStop, StopRequest{Reason: string(domain.StopAgent)})
+			_, err = s.Update(ctx, hs.RuntimeSessionID, workflows.UpdateStop, workflows.StopRequest{Reason: string(domain.StopAgent)})
 		case restart:
 			// Every room's runtime stops; only rooms with backlog come back.
-			_, err = s.Update(ctx, hs.RuntimeSessionID, UpdateRestart, RestartRequest{OnlyIfBacklog: true})
+			_, err = s.Update(ctx, hs.RuntimeSessionID, workflows.UpdateRestart, workflows.RestartRequest{OnlyIfBacklog: true})
 		default:
 			return s.Poke(ctx, domain.Binding{RuntimeSessionID: hs.RuntimeSessionID, AgentID: hs.AgentID, RoomID: hs.RoomID})
 		}
-		if IsNoSession(err) {
+		if workflows.IsNoSession(err) {
 			if intent == domain.RunIntentStopped {
 				return nil // nothing runs
 			}
@@ -97,8 +99,8 @@ func (s *Starter) AgentRunIntent(ctx context.Context, agent uuid.UUID, intent do
 // AgentDeleting stops every runtime of the agent and ends its session workflows.
 func (s *Starter) AgentDeleting(ctx context.Context, agent uuid.UUID) error {
 	return s.eachSession(ctx, agent, true, func(ctx context.Context, hs domain.HostSession) error {
-		_, err := s.Update(ctx, hs.RuntimeSessionID, UpdateRemove, RemoveRequest{Final: true})
-		if IsNoSession(err) {
+		_, err := s.Update(ctx, hs.RuntimeSessionID, workflows.UpdateRemove, workflows.RemoveRequest{Final: true})
+		if workflows.IsNoSession(err) {
 			return nil
 		}
 		return err
@@ -133,51 +135,30 @@ func (s *Starter) eachSession(ctx context.Context, agent uuid.UUID, removed bool
 }
 
 // Update sends a RoomSession update and waits for its result.
-func (s *Starter) Update(ctx context.Context, session uuid.UUID, name string, arg any) (RoomSessionStatus, error) {
+func (s *Starter) Update(ctx context.Context, session uuid.UUID, name string, arg any) (workflows.RoomSessionStatus, error) {
 	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: RoomSessionID(session), UpdateName: name, Args: []any{arg},
+		WorkflowID: workflows.RoomSessionID(session), UpdateName: name, Args: []any{arg},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
-		return RoomSessionStatus{}, fmt.Errorf("%s room session %s: %w", name, session, err)
+		return workflows.RoomSessionStatus{}, fmt.Errorf("%s room session %s: %w", name, session, err)
 	}
-	var out RoomSessionStatus
+	var out workflows.RoomSessionStatus
 	if err := h.Get(ctx, &out); err != nil {
-		return RoomSessionStatus{}, fmt.Errorf("%s room session %s: %w", name, session, err)
+		return workflows.RoomSessionStatus{}, fmt.Errorf("%s room session %s: %w", name, session, err)
 	}
 	return out, nil
 }
 
 // State queries a session's status.
-func (s *Starter) State(ctx context.Context, session uuid.UUID) (RoomSessionStatus, error) {
-	v, err := s.Client.QueryWorkflow(ctx, RoomSessionID(session), "", QueryState)
+func (s *Starter) State(ctx context.Context, session uuid.UUID) (workflows.RoomSessionStatus, error) {
+	v, err := s.Client.QueryWorkflow(ctx, workflows.RoomSessionID(session), "", workflows.QueryState)
 	if err != nil {
-		return RoomSessionStatus{}, fmt.Errorf("query room session %s: %w", session, err)
+		return workflows.RoomSessionStatus{}, fmt.Errorf("query room session %s: %w", session, err)
 	}
-	var out RoomSessionStatus
+	var out workflows.RoomSessionStatus
 	if err := v.Get(&out); err != nil {
-		return RoomSessionStatus{}, fmt.Errorf("query room session %s: %w", session, err)
+		return workflows.RoomSessionStatus{}, fmt.Errorf("query room session %s: %w", session, err)
 	}
 	return out, nil
-}
-
-// IsNoSession: no RoomSession workflow is running under that id.
-func IsNoSession(err error) bool {
-	var nf *serviceerror.NotFound
-	return errors.As(err, &nf)
-}
-
-// IsRetired: the update was rejected because the session's room binding was removed.
-func IsRetired(err error) bool { return hasAppErrType(err, ErrTypeRetired) }
-
-// IsValidation: the update was rejected for its input.
-func IsValidation(err error) bool { return hasAppErrType(err, ErrTypeValidation) }
-
-// RejectionText is the message a RoomSession validator gave; validators word it for people.
-func RejectionText(err error) string {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		return app.Message()
-	}
-	return "invalid request"
 }
