@@ -150,6 +150,14 @@ func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
 		t.Fatalf("restart of a removed session: %v", err)
 	}
 	awaitChildren(t, pid, exe, 1, 10*time.Second) // only the sibling's
+
+	// Deleting the agent stops every runtime first and ends its session workflows.
+	must(t, c.Do(ctx, http.MethodDelete, "/v1/agents/"+agent.ID.String(), nil, nil))
+	awaitChildren(t, pid, exe, 0, 10*time.Second)
+	desc, err := tc.DescribeWorkflowExecution(ctx, workflows.RoomSessionID(siblingSession), "")
+	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("sibling session workflow after the agent's deletion: %v %v", desc.GetWorkflowExecutionInfo().GetStatus(), err)
+	}
 }
 
 // acceptedUpdates counts the updates in the current run of a session's workflow history.

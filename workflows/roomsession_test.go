@@ -362,3 +362,31 @@ func TestRoomSessionContinuesAsNewCarryingItsState(t *testing.T) {
 		t.Fatalf("carried state %+v", next.State)
 	}
 }
+
+func TestReconcilePokesSessionsWithBacklogAndStartsAMissingOne(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Sessions{})
+	env.RegisterWorkflow(RoomSession)
+	running, missing := uuid.New(), uuid.New()
+	var sess *activities.Sessions
+	env.OnActivity(sess.FindBacklog, mock.Anything).Return(activities.BacklogReport{
+		Sessions: []uuid.UUID{running, missing}, StaleNodes: []string{"gone"}}, nil)
+	env.OnSignalExternalWorkflow(mock.Anything, RoomSessionID(running), "", SignalInbound, mock.Anything).Return(nil)
+	env.OnSignalExternalWorkflow(mock.Anything, RoomSessionID(missing), "", SignalInbound, mock.Anything).Return(errors.New("not found"))
+	started := false
+	env.OnWorkflow(RoomSession, mock.Anything, mock.Anything).Return(
+		func(_ workflow.Context, in RoomSessionInput) error {
+			started = in.RuntimeSession == missing
+			return nil
+		})
+	env.ExecuteWorkflow(Reconcile)
+	var rep ReconcileReport
+	if err := env.GetWorkflowResult(&rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Poked != 1 || len(rep.Started) != 1 || rep.Started[0] != missing || !started ||
+		len(rep.StaleNodes) != 1 || rep.StaleNodes[0] != "gone" {
+		t.Fatalf("report %+v, started %v", rep, started)
+	}
+}
