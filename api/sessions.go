@@ -30,6 +30,10 @@ const stateTimeout = 3 * time.Second
 // listStateFanOut bounds the presence queries a session list runs at once.
 const listStateFanOut = 16
 
+// maxListStates bounds how many sessions of one list get a presence query (each is a
+// workflow task on a worker); the rest report unknown. Narrow the list with agent or room.
+const maxListStates = 200
+
 // updateTimeout bounds a session stop or restart (teardown finalization is bounded at 30 s).
 const updateTimeout = 90 * time.Second
 
@@ -150,6 +154,9 @@ func (s *Server) listSessions(c *gin.Context) error {
 	sem := make(chan struct{}, listStateFanOut)
 	for i, h := range sessions {
 		out.Items[i] = s.sessionBody(h)
+		if i >= maxListStates {
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {

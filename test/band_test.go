@@ -114,12 +114,13 @@ func TestAnAttachedAgentConversesThroughTheHTTPAPI(t *testing.T) {
 	if got.Message != nil {
 		t.Fatalf("a settled message came back: %+v", got.Message)
 	}
-	// An owned agent without a template cannot join; with one, it is bound and the CLI shows it.
+	// An owned agent is created with its default template, so it joins at once and is bound.
 	var owned api.AgentBody
 	must(t, d2.client.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "builder", Kind: domain.AgentOwned}, &owned))
-	err := d2.client.Do(ctx, http.MethodPost, "/v1/rooms/"+room.ID.String()+"/participants", map[string]string{"agent_id": owned.ID.String()}, nil)
-	if !isStatus(err, http.StatusUnprocessableEntity) {
-		t.Fatalf("owned agent without a template: %v", err)
+	var p api.ParticipantBody
+	must(t, d2.client.Do(ctx, http.MethodPost, "/v1/rooms/"+room.ID.String()+"/participants", map[string]string{"agent_id": owned.ID.String()}, &p))
+	if p.Session == nil || p.Session.Alias != "default-"+room.ID.String() {
+		t.Fatalf("owned agent's membership bound %+v", p.Session)
 	}
 	d2.stop(t)
 }

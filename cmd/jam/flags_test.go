@@ -14,7 +14,7 @@ func TestEveryRunFlagHasAnEnvironmentVariable(t *testing.T) {
 			t.Fatal(err)
 		}
 		check := func(f *pflag.Flag) {
-			if f.Name != "help" && flagEnv(f) == "" && f.Name != "json" && f.Name != "steps" && f.Name != "all" {
+			if f.Name != "help" && flagEnv(f) == "" && f.Name != "json" && f.Name != "quiet" && f.Name != "steps" && f.Name != "all" {
 				t.Errorf("jam %v --%s has no environment variable", path, f.Name)
 			}
 		}
