@@ -26,6 +26,14 @@ import (
 // DefaultStopTimeout is how long a stopping worker lets running activities finish.
 const DefaultStopTimeout = 30 * time.Second
 
+// stickyCacheSize bounds how many workflow executions a worker process keeps in memory
+// between their tasks. The SDK's default (10,000) holds every dormant room session of a
+// large node in memory for nothing; one evicted from the cache replays its short history
+// on its next poke instead.
+const stickyCacheSize = 1000
+
+var stickyCacheOnce sync.Once
+
 // Config is what a node's workers need.
 type Config struct {
 	Client  client.Client
@@ -78,6 +86,8 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		return nil, err
 	}
 
+	// Process-wide, and only before the first worker starts.
+	stickyCacheOnce.Do(func() { worker.SetStickyWorkflowCacheSize(stickyCacheSize) })
 	opts := worker.Options{WorkerStopTimeout: cfg.StopTimeout}
 	w := &Workers{
 		shared: worker.New(cfg.Client, workflows.TaskQueue, opts),
