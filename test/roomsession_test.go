@@ -39,12 +39,13 @@ func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
-	for i := range 200 {
+	dormant := make([]uuid.UUID, 200)
+	for i := range dormant {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			roomWith(t, c, fmt.Sprintf("room-%d", i), agent.ID)
+			_, dormant[i] = roomWith(t, c, fmt.Sprintf("room-%d", i), agent.ID)
 		}()
 	}
 	wg.Wait()
@@ -55,6 +56,13 @@ func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
 	}
 	if got := providerChildren(t, pid, exe); len(got) != 0 {
 		t.Fatalf("201 bound rooms started %d processes before any message", len(got))
+	}
+	// A dormant registration costs one activity (the session load), however many pokes
+	// came with its start.
+	tc := temporaltest.Dial(t, d.temporal)
+	awaitPresence(t, c, dormant[199], domain.PresenceDormant, 10*time.Second)
+	if n := historyCount(t, tc, dormant[199], enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED); n != 1 {
+		t.Fatalf("a dormant registration ran %d activities, want 1", n)
 	}
 
 	// The first message wakes the room and is answered.
@@ -89,7 +97,6 @@ func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
 	}
 
 	// Bad input to every update is rejected before it reaches history.
-	tc := temporaltest.Dial(t, d.temporal)
 	bad := []struct {
 		name, path, body string
 		status           int
@@ -163,6 +170,12 @@ func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
 // acceptedUpdates counts the updates in the current run of a session's workflow history.
 func acceptedUpdates(t *testing.T, tc client.Client, session uuid.UUID) int {
 	t.Helper()
+	return historyCount(t, tc, session, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+}
+
+// historyCount counts the events of one type in the current run of a session's workflow.
+func historyCount(t *testing.T, tc client.Client, session uuid.UUID, typ enumspb.EventType) int {
+	t.Helper()
 	it := tc.GetWorkflowHistory(context.Background(), workflows.RoomSessionID(session), "", false,
 		enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	n := 0
@@ -171,7 +184,7 @@ func acceptedUpdates(t *testing.T, tc client.Client, session uuid.UUID) int {
 		if err != nil {
 			t.Fatalf("history of %s: %v", session, err)
 		}
-		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
+		if e.GetEventType() == typ {
 			n++
 		}
 	}

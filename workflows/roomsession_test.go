@@ -29,6 +29,7 @@ type sessionEnv struct {
 	policy   domain.IdlePolicy
 	prepares int
 	turns    int
+	loads    int
 	// teardowns records every teardown reason.
 	teardowns []domain.CheckpointReason
 	// turnErr, when set, fails the next RunTurn once.
@@ -44,6 +45,7 @@ func newSessionEnv(t *testing.T) *sessionEnv {
 	var rt *activities.Runtimes
 	e.env.OnActivity(sess.LoadSession, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.LoadSessionInput) (activities.LoadSessionResult, error) {
+			e.loads++
 			return activities.LoadSessionResult{Backlog: e.backlog, Lazy: e.lazy, IdleSecs: 2, Node: "n1",
 				AgentStopped: e.stopped}, nil
 		})
@@ -161,8 +163,8 @@ func TestRoomSessionWakesOnceForABurstAndAnswersIt(t *testing.T) {
 		}
 	})
 	e.run(time.Second * 3 / 2 * 2)
-	if e.prepares != 1 {
-		t.Fatalf("prepares %d, want one wake for the burst", e.prepares)
+	if e.prepares != 1 || e.loads != 2 {
+		t.Fatalf("prepares %d loads %d, want the registration's load and one wake for the burst", e.prepares, e.loads)
 	}
 	if e.turns < 1 {
 		t.Fatalf("turns %d", e.turns)
