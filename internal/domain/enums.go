@@ -251,3 +251,26 @@ var PendingChangeStatuses = NewEnum("pending_change_status", PendingRequested, P
 func (v *PendingChangeStatus) UnmarshalText(b []byte) error {
 	return unmarshalEnum(PendingChangeStatuses, b, v)
 }
+
+// SandboxSupport classifies whether this node can run sandboxed runtimes. Host-native
+// runtimes never depend on it.
+type SandboxSupport string
+
+const (
+	SandboxSupported  SandboxSupport = "ok"
+	SandboxAbsent     SandboxSupport = "absent"
+	SandboxTooOld     SandboxSupport = "too_old"
+	SandboxDaemonDown SandboxSupport = "daemon_down"
+)
+
+var SandboxSupports = NewEnum("sandbox_support", SandboxSupported, SandboxAbsent, SandboxTooOld, SandboxDaemonDown)
+
+func (v *SandboxSupport) UnmarshalText(b []byte) error { return unmarshalEnum(SandboxSupports, b, v) }
+
+// SandboxStatus is a sandbox's state as `sbx ls` reports it.
+type SandboxStatus string
+
+const (
+	SandboxRunning SandboxStatus = "running"
+	SandboxStopped SandboxStatus = "stopped"
+)
