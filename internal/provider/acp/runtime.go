@@ -400,7 +400,10 @@ func (r *Runtime) Teardown(ctx context.Context, reason domain.CheckpointReason) 
 		return nil
 	}
 	r.tornDown = true
-	if r.turn != nil {
+	// A turn of a child that is still alive is interrupted. A child that already died (the
+	// registry tears a crashed runtime down) failed its turn: the prompt ends on the lost
+	// transport as Failed, not as an interrupt's Cancelled.
+	if r.turn != nil && r.child != nil && r.child.Alive() {
 		r.turn.interrupted = true
 		r.turn.interrupt()
 	}
