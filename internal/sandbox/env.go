@@ -1,0 +1,121 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// ProxySentinel is the value Docker's egress proxy stands in for a stored credential with:
+// the guest sees it in place of the secret and the proxy writes the real header.
+const ProxySentinel = "proxy-managed"
+
+// custodyKeys are the credentials that prove who Jam or an agent is. They never enter a guest,
+// whatever their value, nor any _-suffixed form of them.
+var custodyKeys = []string{"JAM_AGENT_KEY", "JAM_API_TOKEN", "JAM_TOKEN"}
+
+// secretMarkers make a variable name secret-like.
+var secretMarkers = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE"}
+
+var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// IsCustodyKey reports whether name is a custody credential or a suffixed form of one.
+func IsCustodyKey(name string) bool {
+	n := strings.ToUpper(name)
+	for _, k := range custodyKeys {
+		if n == k || strings.HasPrefix(n, k+"_") {
+			return true
+		}
+	}
+	return false
+}
+
+// IsSecretLike reports whether name looks like it holds a secret.
+func IsSecretLike(name string) bool {
+	n := strings.ToUpper(name)
+	return slices.ContainsFunc(secretMarkers, func(m string) bool { return strings.Contains(n, m) })
+}
+
+// ErrEnvRefused: a variable may not be delivered to a guest.
+var ErrEnvRefused = errors.New("environment variable refused for the sandbox")
+
+// ValidateEnv checks KEY=VALUE pairs bound for a guest: well-formed names, single-line values,
+// no custody key ever (not even with the proxy sentinel), and no secret-like name unless its
+// value is the proxy sentinel (credentials travel only as `sbx secret` service secrets).
+func ValidateEnv(pairs []string) error {
+	for _, kv := range pairs {
+		name, value, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || !envNamePattern.MatchString(name):
+			return fmt.Errorf("%w: %q is not NAME=VALUE", ErrEnvRefused, truncate([]byte(name)))
+		case strings.ContainsAny(value, "\n\r\x00"):
+			return fmt.Errorf("%w: %s holds a line break or NUL", ErrEnvRefused, name)
+		case IsCustodyKey(name):
+			return fmt.Errorf("%w: %s is a custody credential and never enters a guest", ErrEnvRefused, name)
+		case IsSecretLike(name) && value != ProxySentinel:
+			return fmt.Errorf("%w: %s looks secret; give credentials to the sandbox as sbx service secrets", ErrEnvRefused, name)
+		}
+	}
+	return nil
+}
+
+// GuestEnv splits what a sandboxed provider is given by provenance: allowlisted host values
+// go to the env file, Jam's own provider-home paths as explicit --env pairs (some sbx
+// releases accept --env-file without delivering it, and these must arrive). Both are checked.
+func GuestEnv(allowlist []string, lookup func(string) (string, bool), providerHome []string) (file, explicit []string, err error) {
+	for _, name := range allowlist {
+		if v, ok := lookup(name); ok {
+			file = append(file, name+"="+v)
+		}
+	}
+	if err := ValidateEnv(file); err != nil {
+		return nil, nil, err
+	}
+	if err := ValidateEnv(providerHome); err != nil {
+		return nil, nil, err
+	}
+	return file, providerHome, nil
+}
+
+// EnvFile is a short-lived, mode 0600 file of KEY=VALUE lines for `sbx exec --env-file`. It is
+// released (deleted) once the provider started; Release is idempotent.
+type EnvFile struct {
+	path string
+	once sync.Once
+}
+
+// WriteEnvFile writes checked pairs into a new private file in dir.
+func WriteEnvFile(dir string, pairs []string) (*EnvFile, error) {
+	if err := ValidateEnv(pairs); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(dir, ".jam-env-*")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox env file: %w", err)
+	}
+	ef := &EnvFile{path: f.Name()}
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.WriteString(strings.Join(pairs, "\n") + "\n")
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		ef.Release()
+		return nil, fmt.Errorf("sandbox env file: %w", err)
+	}
+	return ef, nil
+}
+
+// Path is the file's path.
+func (e *EnvFile) Path() string { return e.path }
+
+// Release deletes the file.
+func (e *EnvFile) Release() {
+	e.once.Do(func() { _ = os.Remove(e.path) })
+}
