@@ -80,6 +80,9 @@ func IsSecretLikeEnvKey(name string) bool {
 	return false
 }
 
+// IsEnvName reports whether name is a well-formed environment variable name.
+func IsEnvName(name string) bool { return envNamePattern.MatchString(name) }
+
 // ValidateAlias checks an operator-facing alias.
 func ValidateAlias(field, alias string) error {
 	if !aliasPattern.MatchString(alias) {

@@ -4,41 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
-	"slices"
 	"strings"
 	"sync"
+
+	"github.com/jam-dev/jam/internal/domain"
 )
 
 // ProxySentinel is the value Docker's egress proxy stands in for a stored credential with:
 // the guest sees it in place of the secret and the proxy writes the real header.
 const ProxySentinel = "proxy-managed"
-
-// custodyKeys are the credentials that prove who Jam or an agent is. They never enter a guest,
-// whatever their value, nor any _-suffixed form of them.
-var custodyKeys = []string{"JAM_AGENT_KEY", "JAM_API_TOKEN", "JAM_TOKEN"}
-
-// secretMarkers make a variable name secret-like.
-var secretMarkers = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE"}
-
-var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-
-// IsCustodyKey reports whether name is a custody credential or a suffixed form of one.
-func IsCustodyKey(name string) bool {
-	n := strings.ToUpper(name)
-	for _, k := range custodyKeys {
-		if n == k || strings.HasPrefix(n, k+"_") {
-			return true
-		}
-	}
-	return false
-}
-
-// IsSecretLike reports whether name looks like it holds a secret.
-func IsSecretLike(name string) bool {
-	n := strings.ToUpper(name)
-	return slices.ContainsFunc(secretMarkers, func(m string) bool { return strings.Contains(n, m) })
-}
 
 // ErrEnvRefused: a variable may not be delivered to a guest.
 var ErrEnvRefused = errors.New("environment variable refused for the sandbox")
@@ -50,13 +24,13 @@ func ValidateEnv(pairs []string) error {
 	for _, kv := range pairs {
 		name, value, ok := strings.Cut(kv, "=")
 		switch {
-		case !ok || !envNamePattern.MatchString(name):
+		case !ok || !domain.IsEnvName(name):
 			return fmt.Errorf("%w: %q is not NAME=VALUE", ErrEnvRefused, truncate([]byte(name)))
 		case strings.ContainsAny(value, "\n\r\x00"):
 			return fmt.Errorf("%w: %s holds a line break or NUL", ErrEnvRefused, name)
-		case IsCustodyKey(name):
+		case domain.IsCustodyEnvKey(name):
 			return fmt.Errorf("%w: %s is a custody credential and never enters a guest", ErrEnvRefused, name)
-		case IsSecretLike(name) && value != ProxySentinel:
+		case domain.IsSecretLikeEnvKey(name) && value != ProxySentinel:
 			return fmt.Errorf("%w: %s looks secret; give credentials to the sandbox as sbx service secrets", ErrEnvRefused, name)
 		}
 	}
