@@ -105,3 +105,19 @@ var SessionStopReasons = NewEnum("reason", StopOperator, StopAgent, StopAgentDel
 // DefaultIdleSecs is the idle-reap threshold when neither JAM_OWNED_RUNTIME_IDLE_SECS nor
 // the setting says otherwise.
 const DefaultIdleSecs = 600
+
+// RuntimeHost is one execution boundary: one provider process and, sandboxed, one microVM.
+type RuntimeHost struct {
+	ID          uuid.UUID
+	AgentID     uuid.UUID
+	TemplateID  uuid.UUID
+	Placement   Placement
+	State       RuntimeHostState
+	Node        string
+	Sandboxed   bool
+	SandboxName string
+	// Compatibility is the host's CompatibilityFingerprint.
+	Compatibility string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
