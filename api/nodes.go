@@ -104,20 +104,32 @@ func (s *Server) probeNode(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), workflows.NodeProbeTimeout+5*time.Second)
+	var report activities.NodeReport
+	run, err := s.askNode(c, n.Name, workflows.NodeProbeID(n.Name), workflows.NodeProbeTimeout, workflows.NodeProbe, &report)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, NodeProbeBody{Report: report, WorkflowID: run.GetID(), RunID: run.GetRunID()})
+	return nil
+}
+
+// askNode runs a one-activity workflow whose activity is on the node's own queue and waits
+// for its answer into out, within bound plus a margin. A node that does not answer is 504; a
+// node that answers with a failure is 502.
+func (s *Server) askNode(c *gin.Context, node, id string, bound time.Duration, wf any, out any) (client.WorkflowRun, error) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), bound+5*time.Second)
 	defer cancel()
 	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       workflows.NodeProbeID(n.Name),
+		ID:                       id,
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowExecutionTimeout: 2 * workflows.NodeProbeTimeout,
-	}, workflows.NodeProbe, workflows.NodeProbeInput{Node: n.Name})
+		WorkflowExecutionTimeout: 2 * bound,
+	}, wf, workflows.NodeProbeInput{Node: node})
 	if err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
+		return nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
 	}
-	var report activities.NodeReport
-	if err := run.Get(ctx, &report); err != nil {
+	if err := run.Get(ctx, out); err != nil {
 		// A node whose worker is gone times the activity out; with no worker on the shared
 		// queue either, the workflow never runs and our own deadline ends the wait.
 		var (
@@ -128,14 +140,13 @@ func (s *Server) probeNode(c *gin.Context) error {
 		switch {
 		// The long poll for the result may end on the RPC deadline a moment before ctx's.
 		case errors.As(err, &timeout), errors.As(err, &deadline), ctx.Err() != nil:
-			return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout,
-				Message: fmt.Sprintf("node %s did not answer within %s", n.Name, workflows.NodeProbeTimeout), Cause: err}
+			return nil, &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout,
+				Message: fmt.Sprintf("node %s did not answer within %s", node, bound), Cause: err}
 		case errors.As(err, &failed):
-			return &Error{Status: http.StatusBadGateway, Code: CodeUpstream,
-				Message: fmt.Sprintf("node %s answered with a failure; see its worker's log", n.Name), Cause: err}
+			return nil, &Error{Status: http.StatusBadGateway, Code: CodeUpstream,
+				Message: fmt.Sprintf("node %s answered with a failure; see its worker's log", node), Cause: err}
 		}
-		return err
+		return nil, err
 	}
-	c.JSON(http.StatusOK, NodeProbeBody{Report: report, WorkflowID: run.GetID(), RunID: run.GetRunID()})
-	return nil
+	return run, nil
 }

@@ -75,6 +75,7 @@ func New(cfg Config) (*Server, error) {
 	op.GET("/nodes", s.handler(s.listNodes))
 	op.GET("/nodes/:name", s.handler(s.getNode))
 	op.POST("/nodes/:name/probe", s.handler(s.probeNode))
+	op.GET("/sandbox/support", s.handler(s.sandboxSupport))
 	op.GET("/settings", s.handler(s.listSettings))
 	op.GET("/settings/:key", s.handler(s.getSetting))
 	op.PUT("/settings/:key", s.handler(s.putSetting))

@@ -111,6 +111,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	})
 	registerShared(w.shared, cfg.Store)
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
+	w.node.RegisterActivity(&activities.Sandbox{})
 	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Table: w.runtimes, Permissions: w.permissions,
 		Layout: domain.Layout{Root: cfg.DataDir}, Log: cfg.Logger.With("component", "runtimes")})
 	if cfg.Register != nil {
@@ -143,6 +144,7 @@ func registerShared(w worker.Registry, st *store.Store) {
 	w.RegisterWorkflow(workflows.NodeProbe)
 	w.RegisterWorkflow(workflows.RoomSession)
 	w.RegisterWorkflow(workflows.Reconcile)
+	w.RegisterWorkflow(workflows.SandboxProbe)
 	w.RegisterActivity(&activities.Sessions{Store: st})
 }
 

@@ -22,6 +22,7 @@ const (
 	TypeContinuityReset    = "ContinuityReset"
 	TypeCheckpointDeletion = "CheckpointDeletion"
 	TypeNodeProbe          = "NodeProbe"
+	TypeSandboxProbe       = "SandboxProbe"
 )
 
 func uuidID(typ string, id uuid.UUID) string { return typ + ":" + id.String() }
@@ -120,6 +121,21 @@ func NodeProbeID(node string) string { return TypeNodeProbe + ":" + node }
 // ParseNodeProbeID inverts NodeProbeID.
 func ParseNodeProbeID(id string) (string, error) {
 	node, err := keyOf(TypeNodeProbe, id)
+	if err != nil {
+		return "", err
+	}
+	if err := domain.ValidateNodeName(node); err != nil {
+		return "", fmt.Errorf("workflow id %q: %w", id, err)
+	}
+	return node, nil
+}
+
+// SandboxProbeID is the sandbox support probe of one node; concurrent probes share one run.
+func SandboxProbeID(node string) string { return TypeSandboxProbe + ":" + node }
+
+// ParseSandboxProbeID inverts SandboxProbeID.
+func ParseSandboxProbeID(id string) (string, error) {
+	node, err := keyOf(TypeSandboxProbe, id)
 	if err != nil {
 		return "", err
 	}

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/sandbox"
 )
 
 // NodeProbeTimeout bounds how long a probe waits for the node's worker to pick the task up
@@ -32,4 +33,21 @@ func NodeProbe(ctx workflow.Context, in NodeProbeInput) (activities.NodeReport, 
 	var report activities.NodeReport
 	err := workflow.ExecuteActivity(ctx, n.DescribeNode, activities.DescribeNodeInput{}).Get(ctx, &report)
 	return report, err
+}
+
+// SandboxProbeTimeout bounds a sandbox support probe: the probe's own 12 s and the pickup.
+const SandboxProbeTimeout = 15 * time.Second
+
+// SandboxProbe asks a node's own worker to classify its `sbx` support.
+func SandboxProbe(ctx workflow.Context, in NodeProbeInput) (sandbox.Support, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              NodeTaskQueue(in.Node),
+		ScheduleToStartTimeout: NodeProbeTimeout,
+		StartToCloseTimeout:    SandboxProbeTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var sb *activities.Sandbox
+	var out sandbox.Support
+	err := workflow.ExecuteActivity(ctx, sb.ProbeSandboxSupport, activities.ProbeSandboxInput{}).Get(ctx, &out)
+	return out, err
 }

@@ -1,0 +1,53 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/sandbox"
+	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/workflows"
+)
+
+// SandboxSupportBody is the body of GET /v1/sandbox/support.
+type SandboxSupportBody struct {
+	Node       string          `json:"node"`
+	Support    sandbox.Support `json:"support"`
+	WorkflowID string          `json:"workflow_id"`
+}
+
+// sandboxSupport asks one node's worker to classify its `sbx`. The node is ?node=, or the only
+// registered node when there is exactly one.
+func (s *Server) sandboxSupport(c *gin.Context) error {
+	node := c.Query("node")
+	if node == "" {
+		nodes, err := s.cfg.Store.ListNodes(c.Request.Context())
+		if err != nil {
+			return err
+		}
+		if len(nodes) != 1 {
+			return validationError(domain.Validations{{Field: "node", Detail: "required when more than one node (or none) is registered"}})
+		}
+		node = nodes[0].Name
+	} else {
+		if err := domain.ValidateNodeName(node); err != nil {
+			return err
+		}
+		if _, err := s.cfg.Store.GetNode(c.Request.Context(), node); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return notFound("node", err)
+			}
+			return err
+		}
+	}
+	var out sandbox.Support
+	run, err := s.askNode(c, node, workflows.SandboxProbeID(node), workflows.SandboxProbeTimeout, workflows.SandboxProbe, &out)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, SandboxSupportBody{Node: node, Support: out, WorkflowID: run.GetID()})
+	return nil
+}
