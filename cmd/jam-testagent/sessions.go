@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"time"
+
+	"github.com/jam-dev/jam/internal/privatefile"
 )
 
 // sessionIDPattern is checked before an id from the wire is used in a path,
@@ -62,7 +64,7 @@ func (s *sessionStore) path(id string) (string, error) {
 	return filepath.Join(s.dir, id+".json"), nil
 }
 
-// save writes the record atomically (temp file + rename) so a crash mid-write
+// save writes the record atomically (private temp file + rename) so a crash mid-write
 // never leaves a truncated session behind.
 func (s *sessionStore) save(rec *sessionRecord) error {
 	final, err := s.path(rec.ID)
@@ -76,31 +78,9 @@ func (s *sessionStore) save(rec *sessionRecord) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.dir, "."+rec.ID+".*.tmp") // CreateTemp uses mode 0600
-	if err != nil {
-		return err
+	if err := privatefile.Replace(final, append(data, '\n')); err != nil {
+		return fmt.Errorf("save session %s: %w", rec.ID, err)
 	}
-	tmpName := tmp.Name()
-	defer func() {
-		if tmpName != "" {
-			_ = os.Remove(tmpName)
-		}
-	}()
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmpName, final); err != nil {
-		return err
-	}
-	tmpName = ""
 	return nil
 }
 

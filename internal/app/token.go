@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/jam-dev/jam/internal/privatefile"
 )
 
 // Token is the operator token and where it came from.
@@ -47,22 +49,12 @@ func OperatorToken(envValue, file string) (Token, error) {
 	// Written whole to a private temporary file, then linked into place: a reader never sees
 	// a half-written token, a crash leaves no empty one, and of two processes starting at
 	// once exactly one link succeeds.
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".api-token-*")
+	created, err := privatefile.Create(file, []byte(v+"\n"))
 	if err != nil {
 		return Token{}, fmt.Errorf("write operator token %s: %w", file, err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(v + "\n"); err != nil {
-		tmp.Close()
-		return Token{}, fmt.Errorf("write operator token %s: %w", file, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return Token{}, fmt.Errorf("write operator token %s: %w", file, err)
-	}
-	if err := os.Link(tmp.Name(), file); errors.Is(err, fs.ErrExist) {
+	if !created {
 		return OperatorToken("", file)
-	} else if err != nil {
-		return Token{}, fmt.Errorf("write operator token %s: %w", file, err)
 	}
 	return Token{Value: v, File: file}, nil
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/privatefile"
 )
 
 // OwnerKind says which record owns a sandbox.
@@ -126,25 +128,7 @@ func (m Markers) Write(mk Marker) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(m.Dir, "."+mk.Plan.Name+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("owner marker %s: %w", mk.Plan.Name, err)
-	}
-	defer os.Remove(tmp.Name())
-	err = tmp.Chmod(0o600)
-	if err == nil {
-		_, err = tmp.Write(b)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), p)
-	}
-	if err != nil {
+	if err := privatefile.Replace(p, b); err != nil {
 		return fmt.Errorf("owner marker %s: %w", mk.Plan.Name, err)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/privatefile"
 )
 
 // ManifestVersion is the manifest format this code writes and reads.
@@ -113,36 +114,19 @@ func checkManifest(p Paths, agent uuid.UUID, now time.Time) error {
 	return nil
 }
 
-// writeManifest creates the manifest only if none exists (O_EXCL on a temp name, then a
-// hard link that fails when another writer got there first).
+// writeManifest creates the manifest only if none exists; when a concurrent provision wrote
+// one first, that one is checked instead.
 func writeManifest(p Paths, m Manifest) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(p.Root, ".manifest-*")
+	created, err := privatefile.Create(p.ManifestPath(), b)
 	if err != nil {
 		return fmt.Errorf("manifest of %s: %w", p.Host, err)
 	}
-	defer os.Remove(tmp.Name())
-	err = tmp.Chmod(0o600)
-	if err == nil {
-		_, err = tmp.Write(b)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Link(tmp.Name(), p.ManifestPath())
-	}
-	if errors.Is(err, os.ErrExist) {
-		return checkManifest(p, m.AgentID, m.CreatedAt) // a concurrent provision won
-	}
-	if err != nil {
-		return fmt.Errorf("manifest of %s: %w", p.Host, err)
+	if !created {
+		return checkManifest(p, m.AgentID, m.CreatedAt)
 	}
 	return nil
 }
