@@ -4,41 +4,18 @@ package fakesbx
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
+
+	"github.com/jam-dev/jam/internal/testsupport/gobuild"
 )
 
-var (
-	once sync.Once
-	path string
-	bErr error
-	bOut []byte
-)
+var program = &gobuild.Program{Pkg: "./test/fakesbx", Name: "sbx"}
 
 // Binary returns the path of a freshly built fake `sbx` (named sbx).
-func Binary(t testing.TB) string {
-	t.Helper()
-	once.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-		dir, err := os.MkdirTemp("", "fakesbx-*")
-		if err != nil {
-			bErr = err
-			return
-		}
-		path = filepath.Join(dir, "sbx")
-		cmd := exec.Command("go", "build", "-o", path, "./test/fakesbx")
-		cmd.Dir = root
-		bOut, bErr = cmd.CombinedOutput()
-	})
-	if bErr != nil {
-		t.Fatalf("build fake sbx: %v\n%s", bErr, bOut)
-	}
-	return path
-}
+func Binary(t testing.TB) string { t.Helper(); return program.Binary(t) }
+
+// Cleanup removes the built binary; call it from TestMain after m.Run.
+func Cleanup() { program.Cleanup() }
 
 // Env is the environment of a fake `sbx` with its own state directory and the given
 // injected failures (FAKESBX_FAIL).
