@@ -23,12 +23,7 @@ type NodeProbeInput struct {
 // node's task queue with no retries, so the probe answers the operator's question "is this
 // node's worker serving right now?" within NodeProbeTimeout.
 func NodeProbe(ctx workflow.Context, in NodeProbeInput) (activities.NodeReport, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              NodeTaskQueue(in.Node),
-		ScheduleToStartTimeout: NodeProbeTimeout,
-		StartToCloseTimeout:    NodeProbeTimeout,
-		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
+	ctx = askNode(ctx, in.Node, NodeProbeTimeout)
 	var n *activities.Node
 	var report activities.NodeReport
 	err := workflow.ExecuteActivity(ctx, n.DescribeNode, activities.DescribeNodeInput{}).Get(ctx, &report)
@@ -40,14 +35,20 @@ const SandboxProbeTimeout = 15 * time.Second
 
 // SandboxProbe asks a node's own worker to classify its `sbx` support.
 func SandboxProbe(ctx workflow.Context, in NodeProbeInput) (sandbox.Support, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              NodeTaskQueue(in.Node),
-		ScheduleToStartTimeout: NodeProbeTimeout,
-		StartToCloseTimeout:    SandboxProbeTimeout,
-		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
+	ctx = askNode(ctx, in.Node, SandboxProbeTimeout)
 	var sb *activities.Sandbox
 	var out sandbox.Support
 	err := workflow.ExecuteActivity(ctx, sb.ProbeSandboxSupport, activities.ProbeSandboxInput{}).Get(ctx, &out)
 	return out, err
+}
+
+// askNode runs one activity on the node's own queue, once, picked up within NodeProbeTimeout
+// and finished within bound: a question to the node's worker as it is right now.
+func askNode(ctx workflow.Context, node string, bound time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              NodeTaskQueue(node),
+		ScheduleToStartTimeout: NodeProbeTimeout,
+		StartToCloseTimeout:    bound,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
 }
