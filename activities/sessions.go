@@ -32,6 +32,8 @@ type Sessions struct {
 type LoadSessionInput struct {
 	RuntimeSession uuid.UUID `json:"runtime_session"`
 	PreviousNode   string    `json:"previous_node,omitempty"`
+	// WantLive: the workflow will start a runtime even without backlog (a restart).
+	WantLive bool `json:"want_live,omitempty"`
 }
 
 // LoadSessionResult is what the workflow decides a wake on: the database is the truth for
@@ -49,7 +51,7 @@ type LoadSessionResult struct {
 	Lazy     bool `json:"lazy"`
 	IdleSecs int  `json:"idle_secs"`
 	// Node is where a runtime should start: the previous node while it is live, else the
-	// freshest live node; "" when no node is live.
+	// freshest live node; "" when no node is live or nothing is to start.
 	Node string `json:"node"`
 }
 
@@ -78,8 +80,11 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 	if out.IdleSecs, err = s.idleSecs(ctx); err != nil {
 		return LoadSessionResult{}, err
 	}
-	if out.Node, err = s.pickNode(ctx, in.PreviousNode); err != nil {
-		return LoadSessionResult{}, err
+	// Only a session that will wake needs a node: a dormant registration reads no nodes.
+	if !out.Removed && !out.AgentStopped && (out.Backlog > 0 || !out.Lazy || in.WantLive) {
+		if out.Node, err = s.pickNode(ctx, in.PreviousNode); err != nil {
+			return LoadSessionResult{}, err
+		}
 	}
 	return out, nil
 }

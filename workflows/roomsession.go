@@ -370,7 +370,7 @@ func (r *roomSession) load(ctx workflow.Context) (activities.LoadSessionResult, 
 	})
 	var out activities.LoadSessionResult
 	err := workflow.ExecuteActivity(actx, r.sess.LoadSession, activities.LoadSessionInput{
-		RuntimeSession: r.in.RuntimeSession, PreviousNode: r.s.Node}).Get(ctx, &out)
+		RuntimeSession: r.in.RuntimeSession, PreviousNode: r.s.Node, WantLive: r.s.WantLive}).Get(ctx, &out)
 	if err != nil {
 		r.s.LastError = "load session: " + errorText(err)
 		return out, false
