@@ -50,7 +50,9 @@ type Runtimes struct {
 	Table       RuntimeTable
 	Permissions provider.PermissionBroker
 	Layout      domain.Layout
-	Log         *slog.Logger
+	// Sandbox is the node's `sbx` driver source, for sandboxed runtimes.
+	Sandbox *Sandbox
+	Log     *slog.Logger
 	// Env is the environment provider children inherit and resolution reads; nil is os.Environ.
 	Env func() []string
 }
@@ -58,6 +60,10 @@ type Runtimes struct {
 // PrepareRuntimeInput names the runtime session to bring up.
 type PrepareRuntimeInput struct {
 	RuntimeSession uuid.UUID `json:"runtime_session"`
+	// Host and Sandbox name the runtime host whose sandbox a sandboxed session runs in; the
+	// caller holds a lease on it. Zero for a host-native session.
+	Host    uuid.UUID `json:"host,omitempty"`
+	Sandbox string    `json:"sandbox,omitempty"`
 }
 
 // PrepareRuntimeResult describes the live instance.
@@ -97,30 +103,24 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	if r.Env != nil {
 		env = r.Env()
 	}
-	exe, err := r.resolve(ctx, row, hs.Config, env)
-	if err != nil {
-		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "ExecutableRefused", err)
-	}
-	dir, err := r.workspace(hs)
+	l, err := r.launch(ctx, hs, row, in, env)
 	if err != nil {
 		return PrepareRuntimeResult{}, err
 	}
+	defer l.release()
 	gen, err := r.Store.BeginRuntimeInstance(ctx, hs.RuntimeSessionID, time.Now())
 	if err != nil {
 		return PrepareRuntimeResult{}, err
 	}
-	args := hs.Config.Args
-	if len(args) == 0 {
-		args = row.Args
-	}
 	log := r.Log.With("runtime_session", hs.RuntimeSessionID, "generation", gen)
 	spec := provider.Spec{RuntimeSession: hs.RuntimeSessionID, Generation: gen, AgentID: agent.ID, RoomID: hs.RoomID,
-		Transport: hs.Config.Transport, Executable: exe.Path, Args: args, Env: env, Dir: dir,
+		Transport: hs.Config.Transport, Executable: l.exe, Args: l.args, Env: env, Dir: l.dir,
 		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Briefing: agent.Briefing,
 		Permissions: r.Permissions, Events: r.sink(hs, gen, log), Log: log}
 	stop := heartbeat(ctx)
 	rt, p, err := r.Table.Start(ctx, spec)
 	stop()
+	l.release() // the provider has started (or failed): the env file has served
 	switch {
 	case errors.Is(err, provider.ErrExactResumeUnavailable):
 		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
@@ -138,6 +138,31 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	}
 	return PrepareRuntimeResult{Generation: gen, ProviderSessionID: p.ProviderSessionID, Resumed: p.Resumed,
 		Identity: p.Identity, PID: p.PID, IdlePolicy: rt.IdlePolicy()}, nil
+}
+
+// launch is how the session's provider starts: in its host's sandbox, or host-native with
+// the resolved executable in the session's workspace.
+func (r *Runtimes) launch(ctx context.Context, hs domain.HostSession, row domain.TransportSpec, in PrepareRuntimeInput, env []string) (launch, error) {
+	if in.Host != uuid.Nil || hs.Config.Sandbox.Enabled {
+		if in.Host == uuid.Nil || r.Sandbox == nil {
+			return launch{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("runtime session %s is sandboxed but no runtime host was leased", hs.RuntimeSessionID), ErrTypeValidation, nil)
+		}
+		return r.sandboxLaunch(ctx, hs, row, in, env)
+	}
+	exe, err := r.resolve(ctx, row, hs.Config, env)
+	if err != nil {
+		return launch{}, temporal.NewNonRetryableApplicationError(err.Error(), "ExecutableRefused", err)
+	}
+	dir, err := r.workspace(hs)
+	if err != nil {
+		return launch{}, err
+	}
+	args := hs.Config.Args
+	if len(args) == 0 {
+		args = row.Args
+	}
+	return launch{exe: exe.Path, args: args, dir: dir}, nil
 }
 
 func (r *Runtimes) resolve(ctx context.Context, row domain.TransportSpec, c domain.TemplateConfig, env []string) (provider.ResolvedExecutable, error) {

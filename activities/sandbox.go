@@ -2,16 +2,53 @@ package activities
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"sync"
+	"time"
 
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/sandbox"
+	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/internal/workspace"
+)
+
+// Error types of the sandbox activities; none is retried.
+const (
+	// ErrTypeValidation: the request itself is wrong.
+	ErrTypeValidation = "validation"
+	// ErrTypeOwnershipMismatch: the sandbox is not provably Jam's; nothing may touch it.
+	ErrTypeOwnershipMismatch = "ownership_mismatch"
+	// ErrTypeSandboxUnavailable: this node has no usable `sbx`.
+	ErrTypeSandboxUnavailable = "sandbox_unavailable"
+	// ErrTypeWorkspaceCorrupt: the host root's manifest is corrupt; it is preserved and the
+	// workspace needs reconciliation.
+	ErrTypeWorkspaceCorrupt = "workspace_needs_reconciliation"
 )
 
 // Sandbox holds the activities that drive this node's `sbx`. It is registered only on the
-// node's task queue: the sandboxes and their files live on this machine.
+// node's task queue: the sandboxes, their owner markers and workspaces live on this machine.
 type Sandbox struct {
 	// Getenv reads JAM_SBX and PATH; nil is os.Getenv.
 	Getenv func(string) string
+	// Env is the environment `sbx` runs with; nil is the worker's.
+	Env    []string
+	Store  *store.Store
+	Layout domain.Layout
+
+	mu      sync.Mutex
+	drivers map[string]*sandbox.Driver
+}
+
+func (s *Sandbox) getenv(k string) string {
+	if s.Getenv != nil {
+		return s.Getenv(k)
+	}
+	return os.Getenv(k)
 }
 
 // ProbeSandboxInput is empty; the node is chosen by the task queue.
@@ -20,9 +57,194 @@ type ProbeSandboxInput struct{}
 // ProbeSandboxSupport classifies this node's `sbx` (absent, too old, daemon down, ok) within
 // sandbox.ReadOnlyTimeout. It never fails: the classification is the answer.
 func (s *Sandbox) ProbeSandboxSupport(ctx context.Context, _ ProbeSandboxInput) (sandbox.Support, error) {
-	get := s.Getenv
-	if get == nil {
-		get = os.Getenv
-	}
-	return sandbox.Probe(ctx, get(sandbox.EnvSbx), get("PATH"), nil), nil
+	return sandbox.Probe(ctx, s.getenv(sandbox.EnvSbx), s.getenv("PATH"), s.Env), nil
 }
+
+// Driver is this node's `sbx` driver, its release probed once per executable path.
+func (s *Sandbox) Driver(ctx context.Context) (*sandbox.Driver, error) {
+	path, err := sandbox.Locate(s.getenv(sandbox.EnvSbx), s.getenv("PATH"))
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("no usable sbx on this node: "+err.Error(), ErrTypeSandboxUnavailable, err)
+	}
+	s.mu.Lock()
+	d, ok := s.drivers[path]
+	s.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	d = &sandbox.Driver{Path: path, Env: s.Env}
+	v, err := d.ProbeVersion(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("probe sbx version: %w", err)
+	}
+	if v.Less(sandbox.MinVersion) {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("sbx %s is older than %s", v, sandbox.MinVersion), ErrTypeSandboxUnavailable, nil)
+	}
+	s.mu.Lock()
+	if s.drivers == nil {
+		s.drivers = map[string]*sandbox.Driver{}
+	}
+	s.drivers[path] = d
+	s.mu.Unlock()
+	return d, nil
+}
+
+func (s *Sandbox) manager(ctx context.Context) (*sandbox.Manager, error) {
+	d, err := s.Driver(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &sandbox.Manager{Driver: d, Markers: sandbox.Markers{Dir: s.Layout.SandboxOwnersDir()}}, nil
+}
+
+// classify turns ownership failures into non-retryable errors: retrying cannot make a
+// sandbox Jam's.
+func classify(err error) error {
+	if errors.Is(err, sandbox.ErrOwnershipMismatch) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOwnershipMismatch, err)
+	}
+	return err
+}
+
+// EnsureSandboxInput names the host whose sandbox must be up and the member about to start.
+type EnsureSandboxInput struct {
+	Host    uuid.UUID `json:"host"`
+	Session uuid.UUID `json:"session"`
+	// Fence: no member holds the host, so a running sandbox is an orphan of a crash and is
+	// verified and stopped before anything starts in it.
+	Fence bool `json:"fence"`
+}
+
+// EnsureSandboxResult says what was done.
+type EnsureSandboxResult struct {
+	Name    string `json:"name"`
+	Created bool   `json:"created"`
+	Fenced  bool   `json:"fenced"`
+}
+
+// EnsureSandbox provisions the member's managed workspace (before `sbx create`: Docker
+// captures the mounted tree when it creates the microVM), then creates or verifiably reuses
+// the host's sandbox.
+func (s *Sandbox) EnsureSandbox(ctx context.Context, in EnsureSandboxInput) (EnsureSandboxResult, error) {
+	h, err := s.Store.GetRuntimeHost(ctx, in.Host)
+	if err != nil {
+		return EnsureSandboxResult{}, err
+	}
+	hs, err := s.Store.GetHostSession(ctx, in.Session)
+	if err != nil {
+		return EnsureSandboxResult{}, err
+	}
+	plan, err := SandboxPlan(s.Layout, h, hs.Config)
+	if err != nil {
+		return EnsureSandboxResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeValidation, err)
+	}
+	if err := ProvisionWorkspace(ctx, s.Store, s.Layout, h, hs); err != nil {
+		return EnsureSandboxResult{}, err
+	}
+	m, err := s.manager(ctx)
+	if err != nil {
+		return EnsureSandboxResult{}, err
+	}
+	stop := heartbeat(ctx)
+	res, err := m.Ensure(ctx, plan, in.Fence)
+	stop()
+	if err != nil {
+		return EnsureSandboxResult{}, classify(err)
+	}
+	return EnsureSandboxResult{Name: plan.Name, Created: res.Created, Fenced: res.Fenced}, nil
+}
+
+// ProvisionWorkspace makes a member's managed layout and records its state. A corrupt
+// manifest is preserved and the workspace marked needs_reconciliation.
+func ProvisionWorkspace(ctx context.Context, st *store.Store, l domain.Layout, h domain.RuntimeHost, hs domain.HostSession) error {
+	row, _ := domain.LookupTransport(hs.Config.Transport)
+	paths, err := workspace.ManagedPaths(l, h.ID)
+	if err != nil {
+		return err
+	}
+	state, perr := workspace.Provision(paths, h.AgentID, hs.RuntimeSessionID, row.Provider, time.Now())
+	if state != "" {
+		source := hs.Config.Sandbox.WorkspaceSource
+		if source == "" {
+			source = domain.WorkspaceManaged
+		}
+		if err := st.RecordManagedWorkspace(ctx, h.ID, hs.RuntimeSessionID, source, hs.Config.Sandbox.HostPath, state, time.Now()); err != nil {
+			return err
+		}
+	}
+	if errors.Is(perr, workspace.ErrManifestCorrupt) {
+		return temporal.NewNonRetryableApplicationError(perr.Error(), ErrTypeWorkspaceCorrupt, perr)
+	}
+	return perr
+}
+
+// HostSandboxInput names a runtime host whose sandbox is parked or removed.
+type HostSandboxInput struct {
+	Host uuid.UUID `json:"host"`
+}
+
+// ParkSandbox stops the host's sandbox after proving it is Jam's (plan by owner and name,
+// guest nonce). An absent or stopped sandbox is already parked.
+func (s *Sandbox) ParkSandbox(ctx context.Context, in HostSandboxInput) error {
+	h, m, err := s.hostManager(ctx, in.Host)
+	if err != nil {
+		return err
+	}
+	return classify(m.Park(ctx, OwnerOf(h), h.SandboxName))
+}
+
+// RemoveSandboxResult says whether a sandbox was destroyed.
+type RemoveSandboxResult struct {
+	Removed bool `json:"removed"`
+}
+
+// RemoveSandbox destroys the host's sandbox once its plan and guest nonce agree. A sandbox
+// Docker no longer has only loses its marker.
+func (s *Sandbox) RemoveSandbox(ctx context.Context, in HostSandboxInput) (RemoveSandboxResult, error) {
+	h, m, err := s.hostManager(ctx, in.Host)
+	if err != nil {
+		return RemoveSandboxResult{}, err
+	}
+	removed, err := m.Remove(ctx, OwnerOf(h), h.SandboxName)
+	return RemoveSandboxResult{Removed: removed}, classify(err)
+}
+
+func (s *Sandbox) hostManager(ctx context.Context, host uuid.UUID) (domain.RuntimeHost, *sandbox.Manager, error) {
+	h, err := s.Store.GetRuntimeHost(ctx, host)
+	if err != nil {
+		return h, nil, err
+	}
+	if !h.Sandboxed || h.SandboxName == "" {
+		return h, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("runtime host %s has no sandbox", host), ErrTypeValidation, nil)
+	}
+	m, err := s.manager(ctx)
+	return h, m, err
+}
+
+// SandboxInventoryInput is empty; the node is chosen by the task queue.
+type SandboxInventoryInput struct{}
+
+// SandboxInventory classifies this node's sandboxes and owner markers against the runtime
+// hosts pinned to it. It reads only.
+func (s *Sandbox) SandboxInventory(ctx context.Context, _ SandboxInventoryInput) (sandbox.Inventory, error) {
+	m, err := s.manager(ctx)
+	if err != nil {
+		return sandbox.Inventory{}, err
+	}
+	hosts, err := s.Store.ListRuntimeHosts(ctx, nil)
+	if err != nil {
+		return sandbox.Inventory{}, err
+	}
+	refs := map[string]sandbox.HostRef{}
+	for _, h := range hosts {
+		if h.Sandboxed && h.SandboxName != "" && h.State != domain.HostRemoved {
+			refs[h.SandboxName] = sandbox.HostRef{ID: h.ID.String(), Name: h.SandboxName, Owner: OwnerOf(h)}
+		}
+	}
+	return m.Inventory(ctx, refs)
+}
+
+// SandboxPrepareTimeout bounds creating or verifying a sandbox: `sbx create` may take 600 s
+// (an image pull), plus the guest nonce exchange.
+const SandboxPrepareTimeout = 630 * time.Second

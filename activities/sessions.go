@@ -50,6 +50,8 @@ type LoadSessionResult struct {
 	// Lazy is the lifecycle mode: dormant until messaged, and reaped when idle.
 	Lazy     bool `json:"lazy"`
 	IdleSecs int  `json:"idle_secs"`
+	// Sandboxed: the session runs in its runtime host's sandbox (a lease is taken first).
+	Sandboxed bool `json:"sandboxed"`
 	// Node is where a runtime should start: the previous node while it is live, else the
 	// freshest live node; "" when no node is live or nothing is to start.
 	Node string `json:"node"`
@@ -64,7 +66,7 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 	if err != nil {
 		return LoadSessionResult{}, err
 	}
-	out := LoadSessionResult{Removed: hs.Removed, AgentID: hs.AgentID, RoomID: hs.RoomID}
+	out := LoadSessionResult{Removed: hs.Removed, AgentID: hs.AgentID, RoomID: hs.RoomID, Sandboxed: hs.Config.Sandbox.Enabled}
 	a, err := s.Store.GetAgent(ctx, hs.AgentID)
 	if errors.Is(err, store.ErrNotFound) {
 		return LoadSessionResult{Gone: true}, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/permission"
 	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/roomctl"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/workflows"
 )
@@ -109,11 +110,13 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 			cfg.Logger.Warn("signal runtime exit", "runtime_session", exit.RuntimeSession, "error", err)
 		}
 	})
-	registerShared(w.shared, cfg.Store)
+	registerShared(w.shared, cfg.Store, cfg.Client)
+	layout := domain.Layout{Root: cfg.DataDir}
+	sbx := &activities.Sandbox{Store: cfg.Store, Layout: layout}
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
-	w.node.RegisterActivity(&activities.Sandbox{})
+	w.node.RegisterActivity(sbx)
 	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Table: w.runtimes, Permissions: w.permissions,
-		Layout: domain.Layout{Root: cfg.DataDir}, Log: cfg.Logger.With("component", "runtimes")})
+		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes")})
 	if cfg.Register != nil {
 		cfg.Register(w.shared, w.node)
 	}
@@ -140,12 +143,15 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 
 // registerShared registers every workflow and the machine-independent activities; they all
 // run on the shared queue.
-func registerShared(w worker.Registry, st *store.Store) {
+func registerShared(w worker.Registry, st *store.Store, c client.Client) {
 	w.RegisterWorkflow(workflows.NodeProbe)
 	w.RegisterWorkflow(workflows.RoomSession)
+	w.RegisterWorkflow(workflows.RuntimeHost)
 	w.RegisterWorkflow(workflows.Reconcile)
 	w.RegisterWorkflow(workflows.SandboxProbe)
 	w.RegisterActivity(&activities.Sessions{Store: st})
+	hosts := &roomctl.Hosts{Client: c}
+	w.RegisterActivity(&activities.Hosts{Store: st, Leases: hosts, Members: hosts})
 }
 
 // Stop stops polling, lets running activities finish within the stop timeout, and stops the

@@ -28,7 +28,7 @@ const (
 
 // Error types of RoomSession update validators.
 const (
-	ErrTypeValidation = "validation"
+	ErrTypeValidation = activities.ErrTypeValidation
 	ErrTypeRetired    = "retired"
 )
 
@@ -78,6 +78,11 @@ type RoomSessionState struct {
 	// Pokes not yet served; WantLive asks for a runtime even without backlog.
 	Pokes    int  `json:"pokes"`
 	WantLive bool `json:"want_live"`
+	// Host and Sandbox name a sandboxed session's runtime host; Leased: this session holds a
+	// lease on it (taken before the runtime starts, released when it stops).
+	Host    uuid.UUID `json:"host,omitempty"`
+	Sandbox string    `json:"sandbox,omitempty"`
+	Leased  bool      `json:"leased,omitempty"`
 }
 
 // RoomSessionStatus is the answer of QueryState.
@@ -93,6 +98,8 @@ type RoomSessionStatus struct {
 	LastActivity time.Time           `json:"last_activity"`
 	IdleSecs     int                 `json:"idle_secs"`
 	LastError    string              `json:"last_error,omitempty"`
+	Host         *uuid.UUID          `json:"host,omitempty"`
+	Sandbox      string              `json:"sandbox,omitempty"`
 }
 
 // RuntimeExitedSignal is the payload of SignalRuntimeExited.
@@ -138,6 +145,7 @@ type roomSession struct {
 	runTurns        int64
 	inbound, exited workflow.ReceiveChannel
 	sess            *activities.Sessions
+	hosts           *activities.Hosts
 	rt              *activities.Runtimes
 }
 
@@ -320,6 +328,7 @@ func (r *roomSession) onExit(ctx workflow.Context, e RuntimeExitedSignal) {
 	if r.s.Crashed {
 		r.s.LastError = fmt.Sprintf("runtime exited: %s", e.Reason)
 	}
+	r.release(ctx)
 }
 
 // revive handles a poke to a retired session: an authoritative re-add reactivated the same
@@ -356,7 +365,7 @@ func (r *roomSession) serve(ctx workflow.Context) {
 			r.s.LastError = "no live node to run the runtime on"
 			return
 		}
-		if !r.prepare(ctx, load.Node) {
+		if !r.prepare(ctx, load.Node, load.Sandboxed) {
 			return
 		}
 	}
@@ -386,8 +395,55 @@ func (r *roomSession) nodeCtx(ctx workflow.Context, opts workflow.ActivityOption
 	return workflow.WithActivityOptions(ctx, opts)
 }
 
-func (r *roomSession) prepare(ctx workflow.Context, node string) bool {
+// hostErrors are acquire failures retrying cannot fix.
+var hostErrors = []string{activities.ErrTypeIncompatibleHost, activities.ErrTypeHostBusy, activities.ErrTypeOwnershipMismatch,
+	activities.ErrTypeSandboxUnavailable, activities.ErrTypeValidation, activities.ErrTypeWorkspaceCorrupt}
+
+// acquire takes this session's lease on its runtime host (allocating the host on first use);
+// the host's sandbox is created or verified before it returns. The runtime then runs on the
+// host's node.
+func (r *roomSession) acquire(ctx workflow.Context, node string) bool {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: activities.SandboxPrepareTimeout + time.Minute,
+		HeartbeatTimeout:    runtimeHeartbeat,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: hostErrors},
+	})
+	var lease activities.HostLease
+	err := workflow.ExecuteActivity(actx, r.hosts.AcquireHost, activities.AcquireHostInput{
+		RuntimeSession: r.in.RuntimeSession, Node: node}).Get(ctx, &lease)
+	if err != nil {
+		r.s.LastError = "acquire runtime host: " + errorText(err)
+		workflow.GetLogger(ctx).Warn("runtime host not acquired", "runtime_session", r.in.RuntimeSession, "error", err)
+		return false
+	}
+	r.s.Host, r.s.Sandbox, r.s.Node, r.s.Leased = lease.Host, lease.SandboxName, lease.Node, true
+	return true
+}
+
+// release drops this session's host lease; the host parks its sandbox after the last one.
+func (r *roomSession) release(ctx workflow.Context) {
+	if !r.s.Leased {
+		return
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+	})
+	err := workflow.ExecuteActivity(actx, r.hosts.ReleaseHost, activities.ReleaseHostInput{
+		Host: r.s.Host, RuntimeSession: r.in.RuntimeSession}).Get(ctx, nil)
+	if err != nil {
+		r.s.LastError = "release runtime host: " + errorText(err)
+		workflow.GetLogger(ctx).Warn("runtime host lease not released", "runtime_session", r.in.RuntimeSession, "error", err)
+	}
+	r.s.Leased = false
+}
+
+func (r *roomSession) prepare(ctx workflow.Context, node string, sandboxed bool) bool {
 	r.s.Phase, r.s.Node, r.s.WantLive = domain.PhaseStarting, node, false
+	if sandboxed && !r.acquire(ctx, node) {
+		r.s.Phase = domain.PhaseDormant
+		return false
+	}
 	actx := r.nodeCtx(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
 		HeartbeatTimeout:    runtimeHeartbeat,
@@ -395,8 +451,13 @@ func (r *roomSession) prepare(ctx workflow.Context, node string) bool {
 			NonRetryableErrorTypes: []string{activities.ErrTypeExactResume, activities.ErrTypeNoSession}},
 	})
 	var out activities.PrepareRuntimeResult
-	err := workflow.ExecuteActivity(actx, r.rt.PrepareRuntime, activities.PrepareRuntimeInput{RuntimeSession: r.in.RuntimeSession}).Get(ctx, &out)
+	in := activities.PrepareRuntimeInput{RuntimeSession: r.in.RuntimeSession}
+	if sandboxed {
+		in.Host, in.Sandbox = r.s.Host, r.s.Sandbox
+	}
+	err := workflow.ExecuteActivity(actx, r.rt.PrepareRuntime, in).Get(ctx, &out)
 	if err != nil {
+		r.release(ctx)
 		r.s.Phase, r.s.LastError = domain.PhaseDormant, "prepare runtime: "+errorText(err)
 		workflow.GetLogger(ctx).Warn("runtime did not start", "runtime_session", r.in.RuntimeSession, "error", err)
 		return false
@@ -466,6 +527,7 @@ func (r *roomSession) interrupt(ctx workflow.Context) {
 // keeps failing is retried for a bounded time; after that the session is still dormant and
 // wakeable (the node's registry keeps tracking the child it could not stop).
 func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointReason) {
+	defer r.release(ctx)
 	if r.s.Phase != domain.PhaseLive && r.s.Phase != domain.PhaseStarting && !r.s.Crashed {
 		return
 	}
@@ -489,9 +551,14 @@ func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointRea
 }
 
 func (r *roomSession) status() RoomSessionStatus {
-	return RoomSessionStatus{Phase: r.s.Phase, Presence: r.presence(), Node: r.s.Node, Generation: r.s.Generation,
+	st := RoomSessionStatus{Phase: r.s.Phase, Presence: r.presence(), Node: r.s.Node, Generation: r.s.Generation,
 		PID: r.s.PID, InTurn: r.s.InTurn, Held: r.s.Held, Turns: r.s.Turns, LastActivity: r.s.LastActivity,
 		IdleSecs: r.s.IdleSecs, LastError: r.s.LastError}
+	if r.s.Host != uuid.Nil {
+		h := r.s.Host
+		st.Host, st.Sandbox = &h, r.s.Sandbox
+	}
+	return st
 }
 
 func (r *roomSession) presence() domain.Presence {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ type directives struct {
 	slow                                        time.Duration
 	stubborn                                    time.Duration // sleep ignoring session/cancel, then reply
 	permission                                  string        // tool kind; "" means no permission request
+	env                                         []string      // variables whose values the reply reports
 }
 
 // apply records one directive and reports whether the name is known;
@@ -58,6 +60,10 @@ func (d *directives) apply(name, arg string) bool {
 		d.permission = "edit"
 		if arg != "" {
 			d.permission = arg
+		}
+	case "env":
+		if arg != "" {
+			d.env = append(d.env, arg)
 		}
 	default:
 		return false
@@ -121,6 +127,7 @@ func (d directives) merge(o directives) directives {
 	if o.permission != "" {
 		d.permission = o.permission
 	}
+	d.env = append(d.env, o.env...)
 	return d
 }
 
@@ -164,7 +171,7 @@ type turnOutcome struct {
 var cancelled = turnOutcome{stop: acp.StopReasonCancelled}
 
 // runTurn plays the behaviours selected by d in a fixed order: slow, stubborn, garbage,
-// thoughts, tools, crash, fail, permission, grandchild, reply, usage.
+// thoughts, tools, crash, fail, permission, grandchild, count, env, reply, usage.
 // priorTurns is the number of turns persisted before this one ([[count]]).
 func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, body string, priorTurns int) (turnOutcome, error) {
 	send := func(u acp.SessionUpdate) error {
@@ -244,6 +251,13 @@ func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, bo
 	}
 	if d.count {
 		parts = append(parts, fmt.Sprintf("turns remembered: %d", priorTurns))
+	}
+	for _, name := range d.env {
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			v = "(unset)"
+		}
+		parts = append(parts, fmt.Sprintf("env %s=%s", name, v))
 	}
 	if d.echo || len(parts) == 0 {
 		parts = append(parts, "echo: "+body)

@@ -76,6 +76,11 @@ type TransportSpec struct {
 	// IdlePolicy is the default idle-reap policy of the adapter.
 	IdlePolicy IdlePolicy
 	Cells      []SandboxCell
+	// SandboxAgent is the `sbx create` agent a sandboxed runtime of this transport runs in.
+	SandboxAgent string
+	// HomeEnv names the variable that points a sandboxed provider at its state directory
+	// (the provider-state mount), "" when the provider has none.
+	HomeEnv string
 }
 
 // sevenCells is the sandbox matrix of Codex, Copilot, Claude Code and Cursor: every
@@ -103,15 +108,15 @@ var transportCatalog = []TransportSpec{
 	{Transport: TransportCodexAppServer, Label: "Codex", Command: "codex", Args: []string{"app-server"},
 		Provider: ProviderCodex, AuthModes: []AuthMode{AuthProviderLogin, AuthAPIKey},
 		Settings: []string{"model", "reasoning_effort", "approval_policy", "sandbox_mode"},
-		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells},
+		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells, SandboxAgent: "codex", HomeEnv: "CODEX_HOME"},
 	{Transport: TransportCopilotSDK, Label: "GitHub Copilot", Command: "copilot", Args: []string{"--headless", "--no-auto-update", "--stdio"},
 		Provider: ProviderCopilot, AuthModes: []AuthMode{AuthProviderLogin},
 		Settings: []string{"model"},
-		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells},
+		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells, SandboxAgent: "copilot"},
 	{Transport: TransportClaudeCodeCLI, Label: "Claude Code", Command: "claude",
 		Provider: ProviderClaude, AuthModes: []AuthMode{AuthProviderLogin, AuthAPIKey},
 		Settings: []string{"model", "permission_mode"},
-		Owned:    true, IdlePolicy: IdleKeepAlive, Cells: sevenCells},
+		Owned:    true, IdlePolicy: IdleKeepAlive, Cells: sevenCells, SandboxAgent: "claude", HomeEnv: "CLAUDE_CONFIG_DIR"},
 	{Transport: TransportACP, Label: "ACP agent", Command: "jam-testagent",
 		Provider: ProviderACP, AuthModes: []AuthMode{AuthAgentManaged},
 		Settings: []string{"model", "mode"},
@@ -119,11 +124,11 @@ var transportCatalog = []TransportSpec{
 	{Transport: TransportOpenCode, Label: "OpenCode", Command: "opencode", Args: []string{"acp"},
 		Provider: ProviderOpenCode, AuthModes: []AuthMode{AuthAgentManaged},
 		Settings: []string{"model", "mode"},
-		Owned:    true, IdlePolicy: IdleAllow, Cells: openCodeCells},
+		Owned:    true, IdlePolicy: IdleAllow, Cells: openCodeCells, SandboxAgent: "opencode"},
 	{Transport: TransportCursorACP, Label: "Cursor", Command: "cursor-agent", Args: []string{"acp"},
 		Provider: ProviderCursor, AuthModes: []AuthMode{AuthProviderLogin},
 		Settings: []string{"model"},
-		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells},
+		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells, SandboxAgent: "cursor"},
 	{Transport: TransportAttachInbox, Label: "Attached agent (pull)", Provider: ProviderPull,
 		IdlePolicy: IdleAllow},
 	{Transport: TransportPTY, Label: "Terminal (legacy)", Provider: ProviderPull, Legacy: true,

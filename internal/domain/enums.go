@@ -274,3 +274,62 @@ const (
 	SandboxRunning SandboxStatus = "running"
 	SandboxStopped SandboxStatus = "stopped"
 )
+
+// HostAction is a host-scope lifecycle control of a runtime host. Its scope is the host's
+// durable membership, never the row an operator clicked.
+type HostAction string
+
+const (
+	// HostStop stops every member and parks the sandbox.
+	HostStop HostAction = "stop"
+	// HostRestart stops every member, parks the sandbox, and restarts the members that were live.
+	HostRestart HostAction = "restart"
+	// HostResetSandbox stops every member, destroys the sandbox once (verified), and restarts
+	// the members that were live in a fresh one.
+	HostResetSandbox HostAction = "reset_sandbox"
+)
+
+var HostActions = NewEnum("action", HostStop, HostRestart, HostResetSandbox)
+
+func (v *HostAction) UnmarshalText(b []byte) error { return unmarshalEnum(HostActions, b, v) }
+
+// StopReason is the RoomSession stop reason a host action stops members with.
+func (a HostAction) StopReason() SessionStopReason {
+	switch a {
+	case HostRestart:
+		return StopHostRestart
+	case HostResetSandbox:
+		return StopHostReset
+	default:
+		return StopHostStop
+	}
+}
+
+// SandboxDisposition is what the sandbox inventory concludes about one Jam-named sandbox or
+// owner marker. It is a report: no disposition authorizes a mutation.
+type SandboxDisposition string
+
+const (
+	DispositionHealthy SandboxDisposition = "healthy"
+	// DispositionPersistedWithoutOwnerMarker: Docker has a sandbox with a Jam name but no host
+	// marker proves Jam made it.
+	DispositionPersistedWithoutOwnerMarker SandboxDisposition = "persisted_without_owner_marker"
+	// DispositionOwnerWithoutDocker: a marker whose runtime host still exists, sandbox absent.
+	DispositionOwnerWithoutDocker SandboxDisposition = "owner_without_docker"
+	// DispositionOrphanOwnerMarker: a marker whose sandbox and runtime host are both gone.
+	DispositionOrphanOwnerMarker SandboxDisposition = "orphan_owner_marker"
+	// DispositionDedicatedCompatibility: a legacy session-owned marker that reuse would accept
+	// only after a live nonce check.
+	DispositionDedicatedCompatibility SandboxDisposition = "dedicated_session_compatibility_verification_required"
+	// DispositionOwnershipMismatch: the marker's plan is not the runtime host's, or its name
+	// does not derive from its owner.
+	DispositionOwnershipMismatch SandboxDisposition = "ownership_mismatch"
+)
+
+var SandboxDispositions = NewEnum("disposition", DispositionHealthy, DispositionPersistedWithoutOwnerMarker,
+	DispositionOwnerWithoutDocker, DispositionOrphanOwnerMarker, DispositionDedicatedCompatibility,
+	DispositionOwnershipMismatch)
+
+func (v *SandboxDisposition) UnmarshalText(b []byte) error {
+	return unmarshalEnum(SandboxDispositions, b, v)
+}

@@ -36,3 +36,7 @@ func (l Layout) ExportDir(export uuid.UUID) string {
 
 // SandboxOwnersDir holds the host-side sandbox owner markers.
 func (l Layout) SandboxOwnersDir() string { return filepath.Join(l.Root, "cfg", "sandbox-owners") }
+
+// RuntimeEnvDir holds the short-lived env files of sandboxed spawns (deleted once the
+// provider started).
+func (l Layout) RuntimeEnvDir() string { return filepath.Join(l.Root, "cfg", "runtime-env") }

@@ -96,11 +96,16 @@ const (
 	StopAgent SessionStopReason = "agent_stopped"
 	// StopAgentDeleting: the agent is being deleted.
 	StopAgentDeleting SessionStopReason = "agent_deleting"
+	// StopHostStop, StopHostRestart, StopHostReset: a host-scope control stopped every member
+	// of the session's runtime host (reset: before its sandbox is destroyed).
+	StopHostStop    SessionStopReason = "host_stop"
+	StopHostRestart SessionStopReason = "host_restart"
+	StopHostReset   SessionStopReason = "host_reset"
 )
 
 // SessionStopReasons is parsed by the RoomSession stop validator, not by JSON decoding, so
 // a bogus reason is a validation rejection rather than an undecodable update.
-var SessionStopReasons = NewEnum("reason", StopOperator, StopAgent, StopAgentDeleting)
+var SessionStopReasons = NewEnum("reason", StopOperator, StopAgent, StopAgentDeleting, StopHostStop, StopHostRestart, StopHostReset)
 
 // DefaultIdleSecs is the idle-reap threshold when neither JAM_OWNED_RUNTIME_IDLE_SECS nor
 // the setting says otherwise.

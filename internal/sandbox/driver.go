@@ -11,8 +11,12 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"regexp"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jam-dev/jam/internal/domain"
 )
 
 // Timeouts of `sbx` commands (ARCHITECTURE.md §5).
@@ -220,3 +224,25 @@ func (d *Driver) ExecArgs(name, dir, envFile string, env []string, argv []string
 	args = append(args, name)
 	return append(args, argv...), nil
 }
+
+// HasGlobalServiceSecret reports whether Docker holds a global credential for service
+// (`sbx secret ls -g --service S`). Only the scope and service columns are read; the secret
+// column is never retained.
+func (d *Driver) HasGlobalServiceSecret(ctx context.Context, service string) (bool, error) {
+	if !serviceName.MatchString(service) {
+		return false, &domain.ValidationError{Field: "service", Detail: "want a lowercase service name"}
+	}
+	out, err := d.run(ctx, ReadOnlyTimeout, nil, "secret", "ls", "-g", "--service", service)
+	if err != nil {
+		return false, err
+	}
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		f := strings.Fields(string(line))
+		if len(f) >= 2 && f[0] == "global" && f[1] == service {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+var serviceName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)

@@ -88,6 +88,9 @@ type Marker struct {
 	Plan      Plan   `json:"plan"`
 	Nonce     string `json:"nonce"`
 	MCPDigest string `json:"mcp_digest"`
+	// Pending: the intent to create, written before `sbx create`; cleared once the guest holds
+	// the nonce. A crash in between leaves it, and the next ensure converges on that sandbox.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // GuestMarker is what the guest holds: only the nonce and the name it was written for.

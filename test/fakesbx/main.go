@@ -1,13 +1,20 @@
 // Command fakesbx implements the subset of the Docker Sandboxes CLI (`sbx`) that Jam's driver
 // uses, over a state directory, so tests run the REAL driver: version, ls [--json], create,
-// exec [-i] [-e K=V]... [--env-file F]... [-w DIR] NAME CMD..., stop, rm [-f]. A sandbox is a
-// directory; exec runs the command as a real child process with HOME at the sandbox's home.
+// exec [-i] [-e K=V]... [--env-file F]... [-w DIR] NAME CMD..., stop, rm [-f], policy
+// (allow|rm|check|ls network), secret ls. A sandbox is a directory; exec runs the command as a
+// real child process with HOME at the sandbox's home and only the -e / --env-file values (no
+// ambient environment but PATH), and stop / rm kill what runs in the sandbox, as a microVM's
+// stop would.
 //
 // Environment: FAKESBX_STATE (required) is the state directory; FAKESBX_VERSION the reported
 // release (default 0.38.0); FAKESBX_FAIL a comma list of failures to inject: daemon (every
 // command but version fails as if the daemon were down), create, rm, noise (ls prints a notice
-// line before its JSON), bare (ls prints a bare array, as old releases did);
-// FAKESBX_SLOW_CREATE seconds create sleeps before it finishes.
+// line before its JSON), bare (ls prints a bare array, as old releases did), nonce (every exec
+// first overwrites the guest's owner marker with a nonce Jam did not write, as a tampering
+// guest would), stop (stop fails); FAKESBX_SLOW_CREATE seconds create sleeps before it
+// finishes. FAKESBX_LOG, when set, is a file every invocation's arguments are appended to (a
+// line each), so tests can prove what was and was not run. FAKESBX_SECRETS is the `secret ls` table: a comma list of SCOPE:SERVICE
+// (scope "global" or a sandbox name); secret values are never stored.
 package main
 
 import (
@@ -43,6 +50,12 @@ func main() {
 	if len(args) == 0 {
 		fail(2, "usage: sbx COMMAND")
 	}
+	if log := os.Getenv("FAKESBX_LOG"); log != "" {
+		if f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+			fmt.Fprintln(f, strings.Join(args, " "))
+			f.Close()
+		}
+	}
 	if args[0] != "version" && injected("daemon") {
 		fail(1, "ERROR: cannot connect to the Docker Sandboxes daemon: connection refused")
 	}
@@ -61,11 +74,19 @@ func main() {
 	case "exec":
 		s.exec(args[1:])
 	case "stop":
+		if injected("stop") {
+			fail(1, "ERROR: injected stop failure")
+		}
 		for _, n := range args[1:] {
 			sb := s.load(n)
+			s.killProcs(n)
 			sb.Status = "stopped"
 			s.save(sb)
 		}
+	case "policy":
+		s.policy(args[1:])
+	case "secret":
+		secret(args[1:])
 	case "rm", "remove", "delete":
 		if injected("rm") {
 			fail(1, "ERROR: injected rm failure")
@@ -75,6 +96,7 @@ func main() {
 				continue
 			}
 			s.load(n)
+			s.killProcs(n)
 			if err := os.RemoveAll(filepath.Join(s.dir, n)); err != nil {
 				fail(1, err.Error())
 			}
@@ -211,16 +233,159 @@ func (s store) exec(args []string) {
 	sb.LastUsedAt = time.Now().UTC()
 	s.save(sb)
 	home := filepath.Join(s.dir, sb.Name, "home")
+	if injected("nonce") {
+		marker := filepath.Join(home, ".jam-sandbox-owner.json")
+		if _, err := os.Stat(marker); err == nil {
+			_ = os.WriteFile(marker, []byte(`{"name":"`+sb.Name+`","nonce":"not-jams"}`), 0o600)
+		}
+	}
+	procs := filepath.Join(s.dir, sb.Name, "procs")
+	_ = os.MkdirAll(procs, 0o700)
+	pidFile := filepath.Join(procs, strconv.Itoa(os.Getpid()))
+	_ = os.WriteFile(pidFile, nil, 0o600)
+	defer os.Remove(pidFile)
 	cmd := exec.Command(args[i+1], args[i+2:]...)
 	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, env...)
 	cmd.Dir = dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Run(); err != nil {
+	err := cmd.Run()
+	_ = os.Remove(pidFile)
+	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			os.Exit(ee.ExitCode())
 		}
 		fail(126, err.Error())
+	}
+}
+
+// killProcs ends every exec running in the sandbox; each exec's child dies with it
+// (Pdeathsig), as processes die with a stopped microVM.
+func (s store) killProcs(name string) {
+	entries, _ := os.ReadDir(filepath.Join(s.dir, name, "procs"))
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != os.Getpid() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		_ = os.Remove(filepath.Join(s.dir, name, "procs", e.Name()))
+	}
+}
+
+// policy keeps network rules per sandbox (or global) in policy.json: allow adds a rule with
+// a new id, rm removes by id or resource, check answers allowed/denied, ls lists.
+func (s store) policy(args []string) {
+	if len(args) < 1 {
+		fail(2, "usage: sbx policy allow|rm|check|ls ...")
+	}
+	type rule struct {
+		ID       string `json:"id"`
+		Scope    string `json:"scope"`
+		Resource string `json:"resource"`
+	}
+	path := filepath.Join(filepath.Dir(s.dir), "policy.json")
+	var rules []rule
+	if b, err := os.ReadFile(path); err == nil {
+		_ = json.Unmarshal(b, &rules)
+	}
+	verb, rest := args[0], args[1:]
+	if len(rest) > 0 && rest[0] == "network" {
+		rest = rest[1:]
+	}
+	scope, id, resource, asJSON := "global", "", "", false
+	var positional []string
+	for i := 0; i < len(rest); i++ {
+		switch rest[i] {
+		case "--sandbox":
+			i++
+			scope = rest[i]
+		case "--id":
+			i++
+			id = rest[i]
+		case "--resource":
+			i++
+			resource = rest[i]
+		case "--json":
+			asJSON = true
+		case "-g", "--global":
+		default:
+			positional = append(positional, rest[i])
+		}
+	}
+	save := func() {
+		b, _ := json.Marshal(rules)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			fail(1, err.Error())
+		}
+	}
+	switch verb {
+	case "allow":
+		for _, res := range positional {
+			for _, r := range strings.Split(res, ",") {
+				rules = append(rules, rule{ID: fmt.Sprintf("rule-%d", len(rules)+1), Scope: scope, Resource: r})
+			}
+		}
+		save()
+	case "rm":
+		kept := rules[:0]
+		for _, r := range rules {
+			if (id != "" && r.ID == id) || (resource != "" && r.Resource == resource && r.Scope == scope) {
+				continue
+			}
+			kept = append(kept, r)
+		}
+		rules = kept
+		save()
+	case "check":
+		if len(positional) != 1 {
+			fail(2, "usage: sbx policy check network [--sandbox S] [--json] TARGET")
+		}
+		allowed := false
+		for _, r := range rules {
+			if r.Resource == positional[0] && (r.Scope == "global" || r.Scope == scope) {
+				allowed = true
+			}
+		}
+		if asJSON {
+			b, _ := json.Marshal(map[string]any{"target": positional[0], "allowed": allowed})
+			fmt.Println(string(b))
+		} else if allowed {
+			fmt.Println("allowed")
+		} else {
+			fmt.Println("denied")
+		}
+	case "ls":
+		b, _ := json.Marshal(map[string]any{"rules": rules})
+		fmt.Println(string(b))
+	default:
+		fail(2, "unknown policy command "+verb)
+	}
+}
+
+// secret answers `secret ls [SANDBOX] [-g] [--service S]` from FAKESBX_SECRETS as the real
+// CLI does: a table of scope and service, never a value.
+func secret(args []string) {
+	if len(args) == 0 || args[0] != "ls" {
+		fail(2, "usage: sbx secret ls [SANDBOX] [-g] [--service S]")
+	}
+	scope, service := "", ""
+	for i := 1; i < len(args); i++ {
+		switch args[i] {
+		case "-g", "--global":
+			scope = "global"
+		case "--service":
+			i++
+			service = args[i]
+		default:
+			scope = args[i]
+		}
+	}
+	fmt.Println("SCOPE  SERVICE  SECRET")
+	for _, entry := range strings.Split(os.Getenv("FAKESBX_SECRETS"), ",") {
+		sc, svc, ok := strings.Cut(entry, ":")
+		if !ok || (scope != "" && sc != scope) || (service != "" && svc != service) {
+			continue
+		}
+		fmt.Printf("%s  %s  ********\n", sc, svc)
 	}
 }
 

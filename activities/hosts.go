@@ -1,0 +1,228 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
+)
+
+// Error types of the host activities; none is retried.
+const (
+	// ErrTypeIncompatibleHost: the session's host (or the agent's live Shared host) does not
+	// match the session's host-wide inputs; no second owner was made.
+	ErrTypeIncompatibleHost = "incompatible_host"
+	// ErrTypeHostBusy: a host-scope control is running; the member stays dormant and its
+	// queued messages wake it after the control (or at the next Reconcile).
+	ErrTypeHostBusy = "host_busy"
+	// ErrTypeHostScope: the host's durable membership does not resolve to sessions a control
+	// may act on; nothing was stopped.
+	ErrTypeHostScope = "host_scope"
+)
+
+// HostLeases reaches the RuntimeHost workflows from an activity (client calls; the
+// implementation lives beside the workflows, which this package cannot import).
+type HostLeases interface {
+	// Acquire makes the host's sandbox ready for the member and counts its lease.
+	Acquire(ctx context.Context, host, session uuid.UUID) (HostLease, error)
+	// Release drops the member's lease; the last release parks the sandbox.
+	Release(ctx context.Context, host, session uuid.UUID) error
+}
+
+// MemberControl reaches the RoomSession workflows of a host's members.
+type MemberControl interface {
+	// StopMember stops the member's runtime with reason and reports whether it was live.
+	StopMember(ctx context.Context, session uuid.UUID, reason domain.SessionStopReason) (wasLive bool, err error)
+	// RestartMember asks the member to come back live; it does not wait for the runtime.
+	RestartMember(ctx context.Context, session uuid.UUID) error
+}
+
+// HostLease is a member's lease on its runtime host.
+type HostLease struct {
+	Host        uuid.UUID `json:"host"`
+	Node        string    `json:"node"`
+	SandboxName string    `json:"sandbox_name"`
+	Created     bool      `json:"created"`
+	Fenced      bool      `json:"fenced"`
+}
+
+// Hosts holds the machine-independent activities of runtime hosts: allocation, durable
+// membership and host state, and the calls that reach other workflows.
+type Hosts struct {
+	Store   *store.Store
+	Leases  HostLeases
+	Members MemberControl
+}
+
+// AcquireHostInput names the session that needs its host, and the node it would start on.
+type AcquireHostInput struct {
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+	Node           string    `json:"node"`
+}
+
+// AcquireHost allocates (or finds) the session's runtime host and takes the session's lease
+// on it; the host's sandbox is ready when this returns. The runtime must run on the host's
+// node, which the lease names.
+func (h *Hosts) AcquireHost(ctx context.Context, in AcquireHostInput) (HostLease, error) {
+	hs, err := h.Store.GetHostSession(ctx, in.RuntimeSession)
+	if err != nil {
+		return HostLease{}, err
+	}
+	alloc, err := h.Store.AllocateHost(ctx, store.AllocateRequest{AgentID: hs.AgentID, TemplateID: hs.TemplateID,
+		RuntimeSession: hs.RuntimeSessionID, Placement: domain.ResolvePlacement(hs.Config.Placement), Node: in.Node,
+		Sandboxed: hs.Config.Sandbox.Enabled, Compatibility: domain.CompatibilityFingerprint(hs.Config, ""),
+		SandboxName: func(host uuid.UUID) string { return SandboxName(hs.AgentID, host) }, At: time.Now()})
+	if errors.Is(err, store.ErrIncompatibleHost) {
+		return HostLease{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeIncompatibleHost, err)
+	}
+	if err != nil {
+		return HostLease{}, err
+	}
+	stop := heartbeat(ctx)
+	defer stop()
+	return h.Leases.Acquire(ctx, alloc.Host.ID, hs.RuntimeSessionID)
+}
+
+// ReleaseHostInput names a member whose lease ends.
+type ReleaseHostInput struct {
+	Host           uuid.UUID `json:"host"`
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+}
+
+// ReleaseHost drops the member's lease.
+func (h *Hosts) ReleaseHost(ctx context.Context, in ReleaseHostInput) error {
+	return h.Leases.Release(ctx, in.Host, in.RuntimeSession)
+}
+
+// LoadHostInput names a runtime host.
+type LoadHostInput struct {
+	Host uuid.UUID `json:"host"`
+}
+
+// LoadHostResult is what the RuntimeHost workflow needs of its record.
+type LoadHostResult struct {
+	Node        string                  `json:"node"`
+	Placement   domain.Placement        `json:"placement"`
+	State       domain.RuntimeHostState `json:"state"`
+	SandboxName string                  `json:"sandbox_name"`
+	AgentID     uuid.UUID               `json:"agent_id"`
+}
+
+// LoadHost reads a runtime host.
+func (h *Hosts) LoadHost(ctx context.Context, in LoadHostInput) (LoadHostResult, error) {
+	r, err := h.Store.GetRuntimeHost(ctx, in.Host)
+	if errors.Is(err, store.ErrNotFound) {
+		return LoadHostResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHostScope, err)
+	}
+	if err != nil {
+		return LoadHostResult{}, err
+	}
+	return LoadHostResult{Node: r.Node, Placement: r.Placement, State: r.State, SandboxName: r.SandboxName, AgentID: r.AgentID}, nil
+}
+
+// MarkMemberInput records a member's state and, optionally, the host's.
+type MarkMemberInput struct {
+	Host           uuid.UUID               `json:"host"`
+	RuntimeSession uuid.UUID               `json:"runtime_session,omitempty"`
+	Membership     domain.MembershipState  `json:"membership,omitempty"`
+	HostState      domain.RuntimeHostState `json:"host_state,omitempty"`
+}
+
+// MarkMember persists membership and host state; a member or host already gone is done.
+func (h *Hosts) MarkMember(ctx context.Context, in MarkMemberInput) error {
+	now := time.Now()
+	if in.Membership != "" {
+		if err := h.Store.SetMembershipState(ctx, in.RuntimeSession, in.Membership, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	if in.HostState != "" {
+		if err := h.Store.SetHostState(ctx, in.Host, in.HostState, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+			if errors.Is(err, store.ErrConflict) {
+				return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHostScope, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// HostScopeInput names the host and the control about to act on it.
+type HostScopeInput struct {
+	Host   uuid.UUID         `json:"host"`
+	Action domain.HostAction `json:"action"`
+}
+
+// ScopeMember is one member a host control acts on.
+type ScopeMember struct {
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+	RoomID         uuid.UUID `json:"room_id"`
+	Alias          string    `json:"alias"`
+	Removed        bool      `json:"removed,omitempty"`
+}
+
+// HostScope resolves a control's scope from the durable membership table, never from a
+// clicked row or a live registry: the host must be live and every membership must resolve to
+// a session of the host's agent (an inactive binding counts: it is a dormant member); restart
+// and reset also require every member's placement to match the host's (stop does not, so an
+// edited placement cannot strand a host that must park). Any mismatch refuses the whole
+// control before anything stops.
+func (h *Hosts) HostScope(ctx context.Context, in HostScopeInput) ([]ScopeMember, error) {
+	refuse := func(format string, a ...any) error {
+		msg := fmt.Sprintf(format, a...)
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeHostScope, nil)
+	}
+	r, err := h.Store.GetRuntimeHost(ctx, in.Host)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, refuse("runtime host %s does not exist", in.Host)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.State == domain.HostArchived || r.State == domain.HostRemoved {
+		return nil, refuse("runtime host %s is %s", in.Host, r.State)
+	}
+	members, err := h.Store.HostMembers(ctx, in.Host)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ScopeMember, 0, len(members))
+	for _, m := range members {
+		switch {
+		case m.AgentID == uuid.Nil:
+			return nil, refuse("member %s of runtime host %s has no session", m.RuntimeSession, in.Host)
+		case m.AgentID != r.AgentID:
+			return nil, refuse("member %s of runtime host %s belongs to another agent", m.RuntimeSession, in.Host)
+		case in.Action != domain.HostStop && m.Placement != r.Placement:
+			return nil, refuse("member %s is configured %s but runtime host %s is %s; only stop may act on it",
+				m.RuntimeSession, m.Placement, in.Host, r.Placement)
+		}
+		out = append(out, ScopeMember{RuntimeSession: m.RuntimeSession, RoomID: m.RoomID, Alias: m.Alias, Removed: m.Removed})
+	}
+	return out, nil
+}
+
+// StopMemberInput names a member a host control stops.
+type StopMemberInput struct {
+	RuntimeSession uuid.UUID                `json:"runtime_session"`
+	Reason         domain.SessionStopReason `json:"reason"`
+}
+
+// StopMember stops one member's runtime (its RoomSession tears it down and releases its
+// lease) and reports whether it was live.
+func (h *Hosts) StopMember(ctx context.Context, in StopMemberInput) (bool, error) {
+	stop := heartbeat(ctx)
+	defer stop()
+	return h.Members.StopMember(ctx, in.RuntimeSession, in.Reason)
+}
+
+// RestartMember asks a member to come back live.
+func (h *Hosts) RestartMember(ctx context.Context, in StopMemberInput) error {
+	return h.Members.RestartMember(ctx, in.RuntimeSession)
+}

@@ -1,0 +1,108 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/sandbox"
+	"github.com/jam-dev/jam/internal/workspace"
+)
+
+// ErrTypeEnvRefused: a variable bound for the guest is a custody key or looks secret.
+const ErrTypeEnvRefused = "env_refused"
+
+// launch is how a provider process is started.
+type launch struct {
+	exe  string
+	args []string
+	dir  string
+	// envFile is deleted once the provider started (nil host-native).
+	envFile *sandbox.EnvFile
+}
+
+func (l launch) release() {
+	if l.envFile != nil {
+		l.envFile.Release()
+	}
+}
+
+// sandboxLaunch prepares a sandboxed provider: `sbx exec -i` into the host's sandbox with
+// the session's workspace as working directory (mounted at the same path in the guest),
+// allowlisted host values through a private env file and the provider-home path as an
+// explicit --env. Ambient host environment never crosses into the guest.
+func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row domain.TransportSpec, in PrepareRuntimeInput, env []string) (launch, error) {
+	h, err := r.Store.GetRuntimeHost(ctx, in.Host)
+	if err != nil {
+		return launch{}, err
+	}
+	if !hs.Config.Sandbox.Enabled || !h.Sandboxed || h.SandboxName != in.Sandbox || h.AgentID != hs.AgentID {
+		return launch{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("runtime session %s does not run in sandbox %q", hs.RuntimeSessionID, in.Sandbox), ErrTypeValidation, nil)
+	}
+	if err := ProvisionWorkspace(ctx, r.Store, r.Layout, h, hs); err != nil {
+		return launch{}, err
+	}
+	paths, err := workspace.ManagedPaths(r.Layout, h.ID)
+	if err != nil {
+		return launch{}, err
+	}
+	dir := paths.Session(hs.RuntimeSessionID)
+	if src := hs.Config.Sandbox.WorkspaceSource; src == domain.WorkspaceDirectHost || src == domain.WorkspacePrivateHostClone {
+		dir = hs.Config.Sandbox.HostPath
+	}
+	var home []string
+	if row.HomeEnv != "" {
+		state, err := paths.ProviderState(row.Provider)
+		if err != nil {
+			return launch{}, err
+		}
+		home = append(home, row.HomeEnv+"="+state)
+	}
+	lookup := envLookup(env)
+	file, explicit, err := sandbox.GuestEnv(hs.Config.EnvAllowlist, func(k string) (string, bool) {
+		v := lookup(k)
+		return v, v != ""
+	}, home)
+	if errors.Is(err, sandbox.ErrEnvRefused) {
+		return launch{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeEnvRefused, err)
+	}
+	if err != nil {
+		return launch{}, err
+	}
+	d, err := r.Sandbox.Driver(ctx)
+	if err != nil {
+		return launch{}, err
+	}
+	envDir := r.Layout.RuntimeEnvDir()
+	if err := os.MkdirAll(envDir, 0o700); err != nil {
+		return launch{}, fmt.Errorf("runtime env directory: %w", err)
+	}
+	ef, err := sandbox.WriteEnvFile(envDir, file)
+	if err != nil {
+		return launch{}, err
+	}
+	command, args := hs.Config.Command, hs.Config.Args
+	if command == "" {
+		command = row.Command
+	}
+	if len(args) == 0 {
+		args = row.Args
+	}
+	argv, err := d.ExecArgs(h.SandboxName, dir, ef.Path(), explicit, append([]string{command}, args...))
+	if err != nil {
+		ef.Release()
+		return launch{}, err
+	}
+	return launch{exe: argv[0], args: argv[1:], dir: dir, envFile: ef}, nil
+}
+
+// EnvFiles lists the env files not yet released (tests assert none outlives a spawn).
+func EnvFiles(l domain.Layout) ([]string, error) {
+	return filepath.Glob(filepath.Join(l.RuntimeEnvDir(), ".jam-env-*"))
+}

@@ -1,0 +1,136 @@
+package roomctl
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/workflows"
+)
+
+// Hosts drives the RuntimeHost workflows and, for a host control, the RoomSession workflows
+// of its members. It is the activities' HostLeases and MemberControl (activities cannot
+// import the workflows) and the API's host control.
+type Hosts struct {
+	Client client.Client
+}
+
+var (
+	_ activities.HostLeases    = (*Hosts)(nil)
+	_ activities.MemberControl = (*Hosts)(nil)
+)
+
+// hostStart starts RuntimeHost:<host> or uses the running one.
+func hostStart(host uuid.UUID) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       workflows.RuntimeHostID(host),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+}
+
+// updateHost sends an update to the host's workflow, starting it when it is not running.
+func (h *Hosts) updateHost(ctx context.Context, host uuid.UUID, name string, arg any, out any) error {
+	op := h.Client.NewWithStartWorkflowOperation(hostStart(host), workflows.RuntimeHost, workflows.RuntimeHostInput{Host: host})
+	args := []any{}
+	if arg != nil {
+		args = append(args, arg)
+	}
+	handle, err := h.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: workflows.RuntimeHostID(host), UpdateName: name,
+			Args: args, WaitForStage: client.WorkflowUpdateStageCompleted},
+	})
+	if err != nil {
+		return fmt.Errorf("%s runtime host %s: %w", name, host, err)
+	}
+	if err := handle.Get(ctx, out); err != nil {
+		return fmt.Errorf("%s runtime host %s: %w", name, host, err)
+	}
+	return nil
+}
+
+// Acquire takes the member's lease; the sandbox is ready when it returns.
+func (h *Hosts) Acquire(ctx context.Context, host, session uuid.UUID) (activities.HostLease, error) {
+	var out activities.HostLease
+	err := h.updateHost(ctx, host, workflows.UpdateAcquire, workflows.LeaseRequest{RuntimeSession: session}, &out)
+	return out, err
+}
+
+// Release drops the member's lease. A host whose workflow is not running holds no lease.
+func (h *Hosts) Release(ctx context.Context, host, session uuid.UUID) error {
+	handle, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.RuntimeHostID(host),
+		UpdateName: workflows.UpdateRelease, Args: []any{workflows.LeaseRequest{RuntimeSession: session}},
+		WaitForStage: client.WorkflowUpdateStageCompleted})
+	if workflows.IsNoSession(err) {
+		return nil
+	}
+	if err == nil {
+		err = handle.Get(ctx, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("release runtime host %s: %w", host, err)
+	}
+	return nil
+}
+
+// Control runs a host-scope control and returns every member it affected.
+func (h *Hosts) Control(ctx context.Context, host uuid.UUID, req workflows.ControlRequest) (workflows.ControlResult, error) {
+	var out workflows.ControlResult
+	err := h.updateHost(ctx, host, workflows.UpdateControl, req, &out)
+	return out, err
+}
+
+// Status queries a host's lease state; a host whose workflow is not running has none.
+func (h *Hosts) Status(ctx context.Context, host uuid.UUID) (workflows.RuntimeHostStatus, bool, error) {
+	v, err := h.Client.QueryWorkflow(ctx, workflows.RuntimeHostID(host), "", workflows.QueryHost)
+	if workflows.IsNoSession(err) {
+		return workflows.RuntimeHostStatus{}, false, nil
+	}
+	if err != nil {
+		return workflows.RuntimeHostStatus{}, false, fmt.Errorf("query runtime host %s: %w", host, err)
+	}
+	var out workflows.RuntimeHostStatus
+	if err := v.Get(&out); err != nil {
+		return workflows.RuntimeHostStatus{}, false, fmt.Errorf("query runtime host %s: %w", host, err)
+	}
+	return out, true, nil
+}
+
+// StopMember stops a member's runtime and reports whether it was live. A member with no
+// running workflow was not live.
+func (h *Hosts) StopMember(ctx context.Context, session uuid.UUID, reason domain.SessionStopReason) (bool, error) {
+	s := Starter{Client: h.Client}
+	before, err := s.State(ctx, session)
+	if workflows.IsNoSession(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if _, err := s.Update(ctx, session, workflows.UpdateStop, workflows.StopRequest{Reason: string(reason)}); err != nil {
+		if workflows.IsNoSession(err) || workflows.IsRetired(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return before.Phase == domain.PhaseLive || before.Phase == domain.PhaseStarting, nil
+}
+
+// RestartMember asks the member to come back live; it returns once the workflow accepted the
+// request, not when the runtime is up (the runtime needs this host, which is busy answering).
+func (h *Hosts) RestartMember(ctx context.Context, session uuid.UUID) error {
+	_, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.RoomSessionID(session),
+		UpdateName: workflows.UpdateRestart, Args: []any{workflows.RestartRequest{}},
+		WaitForStage: client.WorkflowUpdateStageAccepted})
+	if err != nil && !workflows.IsNoSession(err) {
+		return fmt.Errorf("restart room session %s: %w", session, err)
+	}
+	return nil
+}

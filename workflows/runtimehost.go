@@ -1,0 +1,395 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// Message names of the RuntimeHost workflow.
+const (
+	// UpdateAcquire takes a member's lease; the sandbox is ready when it completes.
+	UpdateAcquire = "acquire"
+	// UpdateRelease drops a member's lease; the last release parks the sandbox.
+	UpdateRelease = "release"
+	// UpdateControl runs a host-scope Stop, Restart or ResetSandbox.
+	UpdateControl = "control"
+	// UpdatePermit and UpdateUnpermit bracket a member's turn; UpdateQuiesce waits until no
+	// turn runs and holds new ones back until UpdateResume (the checkpoint coordinator).
+	UpdatePermit   = "permit"
+	UpdateUnpermit = "unpermit"
+	UpdateQuiesce  = "quiesce"
+	UpdateResume   = "resume"
+	// QueryHost answers the host's RuntimeHostStatus.
+	QueryHost = "host"
+)
+
+// parkRetryAfter is how long a failed final park waits before it is tried again.
+var parkRetryAfter = time.Minute
+
+// RuntimeHostInput starts (or continues) the entity workflow of one runtime host.
+type RuntimeHostInput struct {
+	Host  uuid.UUID         `json:"host"`
+	State *RuntimeHostState `json:"state,omitempty"`
+}
+
+// RuntimeHostState is the lease and sandbox state, carried through continue-as-new. The
+// workflow is the lease: its member count survives a crash of any worker.
+type RuntimeHostState struct {
+	Leases []uuid.UUID `json:"leases"`
+	// Ready: the sandbox was created or verified since it was last parked.
+	Ready bool `json:"ready"`
+	// ParkFailed: the final park failed and is retried.
+	ParkFailed bool `json:"park_failed"`
+	// Permits holds one entry per turn running now (a member may appear more than once).
+	Permits   []uuid.UUID `json:"permits,omitempty"`
+	Quiesced  bool        `json:"quiesced"`
+	LastError string      `json:"last_error,omitempty"`
+	Created   int         `json:"created"`
+}
+
+// RuntimeHostStatus is the answer of QueryHost.
+type RuntimeHostStatus struct {
+	Leases      []uuid.UUID `json:"leases"`
+	Ready       bool        `json:"ready"`
+	ParkFailed  bool        `json:"park_failed"`
+	Controlling bool        `json:"controlling"`
+	Permits     int         `json:"permits"`
+	Quiesced    bool        `json:"quiesced"`
+	LastError   string      `json:"last_error,omitempty"`
+}
+
+// LeaseRequest is the input of UpdateAcquire, UpdateRelease, UpdatePermit and UpdateUnpermit.
+type LeaseRequest struct {
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+}
+
+// ControlRequest is the input of UpdateControl. Action is one of domain.HostActions.
+type ControlRequest struct {
+	Action         string `json:"action"`
+	DiscardChanges bool   `json:"discard_changes,omitempty"`
+}
+
+// ControlMember is one member in a control's result.
+type ControlMember struct {
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+	RoomID         uuid.UUID `json:"room_id"`
+	Alias          string    `json:"alias"`
+	WasLive        bool      `json:"was_live"`
+	Restarted      bool      `json:"restarted"`
+}
+
+// ControlResult lists every member a control affected.
+type ControlResult struct {
+	Action           domain.HostAction `json:"action"`
+	Members          []ControlMember   `json:"members"`
+	SandboxDestroyed bool              `json:"sandbox_destroyed"`
+}
+
+type runtimeHost struct {
+	in          RuntimeHostInput
+	s           RuntimeHostState
+	host        activities.LoadHostResult
+	busy        bool // a sandbox operation runs
+	controlling bool
+	hosts       *activities.Hosts
+	sbx         *activities.Sandbox
+}
+
+// RuntimeHost is the entity workflow of one sandboxed runtime host: the members' lease, the
+// sandbox's create-or-reuse with ownership proof before any provider starts, parking when the
+// last member leaves, fencing of an orphan sandbox, host-scope controls, and turn permits for
+// the checkpoint coordinator. See ARCHITECTURE.md §4.
+func RuntimeHost(ctx workflow.Context, in RuntimeHostInput) error {
+	r := &runtimeHost{in: in}
+	if in.State != nil {
+		r.s = *in.State
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+	})
+	if err := workflow.ExecuteActivity(actx, r.hosts.LoadHost, activities.LoadHostInput{Host: in.Host}).Get(ctx, &r.host); err != nil {
+		return err
+	}
+	if err := r.register(ctx); err != nil {
+		return err
+	}
+	for {
+		parkable := func() bool {
+			return len(r.s.Leases) == 0 && (r.s.Ready || r.s.ParkFailed) && !r.busy && !r.controlling
+		}
+		suggested := func() bool { return workflow.GetInfo(ctx).GetContinueAsNewSuggested() }
+		if !r.s.ParkFailed {
+			_ = workflow.Await(ctx, func() bool { return parkable() || suggested() })
+		} else if ok, _ := workflow.AwaitWithTimeout(ctx, parkRetryAfter, suggested); !ok && !parkable() {
+			continue
+		}
+		if parkable() {
+			r.park(ctx)
+			continue
+		}
+		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && !r.busy && !r.controlling })
+		s := r.s
+		return workflow.NewContinueAsNewError(ctx, RuntimeHost, RuntimeHostInput{Host: in.Host, State: &s})
+	}
+}
+
+func (r *runtimeHost) register(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryHost, func() (RuntimeHostStatus, error) {
+		return RuntimeHostStatus{Leases: r.s.Leases, Ready: r.s.Ready, ParkFailed: r.s.ParkFailed,
+			Controlling: r.controlling, Permits: len(r.s.Permits), Quiesced: r.s.Quiesced, LastError: r.s.LastError}, nil
+	}); err != nil {
+		return err
+	}
+	validSession := func(_ workflow.Context, req LeaseRequest) error {
+		if req.RuntimeSession == uuid.Nil {
+			return temporal.NewApplicationError("runtime_session is required", ErrTypeValidation)
+		}
+		return nil
+	}
+	handlers := []struct {
+		name string
+		fn   any
+		v    any
+	}{
+		{UpdateAcquire, r.acquire, func(ctx workflow.Context, req LeaseRequest) error {
+			if err := validSession(ctx, req); err != nil {
+				return err
+			}
+			if r.controlling && !slices.Contains(r.s.Leases, req.RuntimeSession) {
+				return temporal.NewApplicationError("a host control is running; the room wakes after it", activities.ErrTypeHostBusy)
+			}
+			return nil
+		}},
+		{UpdateRelease, r.release, validSession},
+		{UpdatePermit, r.permit, validSession},
+		{UpdateUnpermit, r.unpermit, validSession},
+		{UpdateControl, r.control, func(_ workflow.Context, req ControlRequest) error {
+			if _, err := domain.HostActions.Parse(req.Action); err != nil {
+				return temporal.NewApplicationError(fmt.Sprintf("action %q: want one of %v", req.Action, domain.HostActions.Strings()), ErrTypeValidation)
+			}
+			if r.controlling {
+				return temporal.NewApplicationError("another host control is running", activities.ErrTypeHostBusy)
+			}
+			return nil
+		}},
+		{UpdateQuiesce, r.quiesce, nil},
+		{UpdateResume, r.resume, nil},
+	}
+	for _, h := range handlers {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, h.name, h.fn, workflow.UpdateHandlerOptions{Validator: h.v}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *runtimeHost) nodeCtx(ctx workflow.Context, timeout time.Duration, attempts int32) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              NodeTaskQueue(r.host.Node),
+		ScheduleToStartTimeout: nodeScheduleToStart,
+		StartToCloseTimeout:    timeout,
+		HeartbeatTimeout:       runtimeHeartbeat,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: attempts, MaximumInterval: 30 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypeOwnershipMismatch, activities.ErrTypeSandboxUnavailable,
+				activities.ErrTypeValidation, activities.ErrTypeWorkspaceCorrupt}},
+	})
+}
+
+func (r *runtimeHost) jamCtx(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
+			NonRetryableErrorTypes: []string{activities.ErrTypeHostScope}},
+	})
+}
+
+// lockSandbox serializes sandbox operations (create, verify, park, destroy).
+func (r *runtimeHost) lockSandbox(ctx workflow.Context) error {
+	if err := workflow.Await(ctx, func() bool { return !r.busy }); err != nil {
+		return err
+	}
+	r.busy = true
+	return nil
+}
+
+// acquire makes the sandbox ready for a member and counts its lease. The first member after
+// the host was parked (or after a crash) finds no lease: a sandbox still running then is an
+// orphan, fenced (verified, stopped) before anything starts in it.
+func (r *runtimeHost) acquire(ctx workflow.Context, req LeaseRequest) (activities.HostLease, error) {
+	lease := activities.HostLease{Host: r.in.Host, Node: r.host.Node, SandboxName: r.host.SandboxName}
+	if err := r.lockSandbox(ctx); err != nil {
+		return lease, err
+	}
+	defer func() { r.busy = false }()
+	if r.controlling && !slices.Contains(r.s.Leases, req.RuntimeSession) {
+		return lease, temporal.NewApplicationError("a host control is running; the room wakes after it", activities.ErrTypeHostBusy)
+	}
+	if !r.s.Ready {
+		var out activities.EnsureSandboxResult
+		err := workflow.ExecuteActivity(r.nodeCtx(ctx, activities.SandboxPrepareTimeout, 3), r.sbx.EnsureSandbox,
+			activities.EnsureSandboxInput{Host: r.in.Host, Session: req.RuntimeSession, Fence: len(r.s.Leases) == 0}).Get(ctx, &out)
+		if err != nil {
+			r.s.LastError = "ensure sandbox: " + errorText(err)
+			return lease, err
+		}
+		r.s.Ready, r.s.ParkFailed, r.s.LastError = true, false, ""
+		lease.Created, lease.Fenced = out.Created, out.Fenced
+		if out.Created {
+			r.s.Created++
+		}
+	}
+	if !slices.Contains(r.s.Leases, req.RuntimeSession) {
+		r.s.Leases = append(r.s.Leases, req.RuntimeSession)
+	}
+	err := workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.MarkMember, activities.MarkMemberInput{Host: r.in.Host,
+		RuntimeSession: req.RuntimeSession, Membership: domain.MembershipActive, HostState: domain.HostActive}).Get(ctx, nil)
+	return lease, err
+}
+
+// release drops a member's lease and records it dormant; the main loop parks the sandbox
+// when the last lease is gone.
+func (r *runtimeHost) release(ctx workflow.Context, req LeaseRequest) error {
+	r.s.Leases = slices.DeleteFunc(r.s.Leases, func(id uuid.UUID) bool { return id == req.RuntimeSession })
+	r.s.Permits = slices.DeleteFunc(r.s.Permits, func(id uuid.UUID) bool { return id == req.RuntimeSession })
+	return workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.MarkMember, activities.MarkMemberInput{Host: r.in.Host,
+		RuntimeSession: req.RuntimeSession, Membership: domain.MembershipDormant}).Get(ctx, nil)
+}
+
+// park stops the sandbox once no member holds it. A failure keeps the host retryable.
+func (r *runtimeHost) park(ctx workflow.Context) {
+	if err := r.lockSandbox(ctx); err != nil {
+		return
+	}
+	defer func() { r.busy = false }()
+	if len(r.s.Leases) > 0 {
+		return // a member arrived while the lock was taken
+	}
+	err := workflow.ExecuteActivity(r.nodeCtx(ctx, sandboxLifecycleTimeout, 3), r.sbx.ParkSandbox,
+		activities.HostSandboxInput{Host: r.in.Host}).Get(ctx, nil)
+	if err != nil {
+		r.s.ParkFailed, r.s.LastError = true, "park sandbox: "+errorText(err)
+		workflow.GetLogger(ctx).Warn("sandbox park failed; retrying", "host", r.in.Host, "error", err)
+		return
+	}
+	r.s.Ready, r.s.ParkFailed, r.s.LastError = false, false, ""
+	_ = workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.MarkMember, activities.MarkMemberInput{Host: r.in.Host,
+		HostState: domain.HostParked}).Get(ctx, nil)
+}
+
+// sandboxLifecycleTimeout bounds one park or destroy (sbx lifecycle commands: 300 s each,
+// with a guest nonce read before them).
+var sandboxLifecycleTimeout = 11 * time.Minute
+
+// control runs a host-scope Stop, Restart or ResetSandbox. Its scope is the durable
+// membership; every member is stopped (and recorded dormant) before the sandbox is parked or
+// destroyed once; Restart and Reset then bring back only the members that were live. A
+// failure stops the control with the members already stopped persisted as such.
+func (r *runtimeHost) control(ctx workflow.Context, req ControlRequest) (ControlResult, error) {
+	action, _ := domain.HostActions.Parse(req.Action)
+	res := ControlResult{Action: action, Members: []ControlMember{}}
+	r.controlling = true
+	defer func() { r.controlling = false }()
+	var scope []activities.ScopeMember
+	if err := workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.HostScope,
+		activities.HostScopeInput{Host: r.in.Host, Action: action}).Get(ctx, &scope); err != nil {
+		return res, err
+	}
+	memberCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute, HeartbeatTimeout: runtimeHeartbeat,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	for _, m := range scope {
+		var wasLive bool
+		if err := workflow.ExecuteActivity(memberCtx, r.hosts.StopMember, activities.StopMemberInput{
+			RuntimeSession: m.RuntimeSession, Reason: action.StopReason()}).Get(ctx, &wasLive); err != nil {
+			return res, fmt.Errorf("stop member %s: %w", m.RuntimeSession, err)
+		}
+		// Stopped members released their leases; a dormant one is recorded dormant too.
+		r.s.Leases = slices.DeleteFunc(r.s.Leases, func(id uuid.UUID) bool { return id == m.RuntimeSession })
+		if err := workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.MarkMember, activities.MarkMemberInput{Host: r.in.Host,
+			RuntimeSession: m.RuntimeSession, Membership: domain.MembershipDormant}).Get(ctx, nil); err != nil {
+			return res, err
+		}
+		res.Members = append(res.Members, ControlMember{RuntimeSession: m.RuntimeSession, RoomID: m.RoomID, Alias: m.Alias, WasLive: wasLive})
+	}
+	if err := r.lockSandbox(ctx); err != nil {
+		return res, err
+	}
+	var err error
+	if action == domain.HostResetSandbox {
+		var out activities.RemoveSandboxResult
+		err = workflow.ExecuteActivity(r.nodeCtx(ctx, sandboxLifecycleTimeout, 3), r.sbx.RemoveSandbox,
+			activities.HostSandboxInput{Host: r.in.Host}).Get(ctx, &out)
+		res.SandboxDestroyed = out.Removed
+	} else {
+		err = workflow.ExecuteActivity(r.nodeCtx(ctx, sandboxLifecycleTimeout, 3), r.sbx.ParkSandbox,
+			activities.HostSandboxInput{Host: r.in.Host}).Get(ctx, nil)
+	}
+	r.busy = false
+	if err != nil {
+		r.s.LastError = string(action) + ": " + errorText(err)
+		return res, err
+	}
+	r.s.Ready, r.s.ParkFailed = false, false
+	if err := workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.MarkMember, activities.MarkMemberInput{Host: r.in.Host,
+		HostState: domain.HostParked}).Get(ctx, nil); err != nil {
+		return res, err
+	}
+	r.controlling = false
+	if action == domain.HostStop {
+		return res, nil
+	}
+	for i, m := range res.Members {
+		if !m.WasLive {
+			continue
+		}
+		if err := workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.RestartMember, activities.StopMemberInput{
+			RuntimeSession: m.RuntimeSession}).Get(ctx, nil); err != nil {
+			r.s.LastError = fmt.Sprintf("restart member %s: %s", m.RuntimeSession, errorText(err))
+			continue
+		}
+		res.Members[i].Restarted = true
+	}
+	return res, nil
+}
+
+// permit lets a member's turn run unless a checkpoint holds the host quiesced.
+func (r *runtimeHost) permit(ctx workflow.Context, req LeaseRequest) error {
+	if err := workflow.Await(ctx, func() bool { return !r.s.Quiesced }); err != nil {
+		return err
+	}
+	r.s.Permits = append(r.s.Permits, req.RuntimeSession)
+	return nil
+}
+
+// unpermit ends one turn of the member.
+func (r *runtimeHost) unpermit(_ workflow.Context, req LeaseRequest) error {
+	if i := slices.Index(r.s.Permits, req.RuntimeSession); i >= 0 {
+		r.s.Permits = slices.Delete(r.s.Permits, i, i+1)
+	}
+	return nil
+}
+
+// quiesce holds new turns back and returns once no turn of any member runs: a checkpoint is
+// then captured with every sibling quiesced.
+func (r *runtimeHost) quiesce(ctx workflow.Context) error {
+	if err := workflow.Await(ctx, func() bool { return !r.s.Quiesced }); err != nil {
+		return err
+	}
+	r.s.Quiesced = true
+	return workflow.Await(ctx, func() bool { return len(r.s.Permits) == 0 })
+}
+
+func (r *runtimeHost) resume(_ workflow.Context) error {
+	r.s.Quiesced = false
+	return nil
+}
