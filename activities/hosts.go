@@ -157,6 +157,9 @@ func (h *Hosts) MarkMember(ctx context.Context, in MarkMemberInput) error {
 type HostScopeInput struct {
 	Host   uuid.UUID         `json:"host"`
 	Action domain.HostAction `json:"action"`
+	// DiscardChanges confirms that a reset may destroy work that lives only in the sandbox
+	// (a private host clone's uncommitted changes).
+	DiscardChanges bool `json:"discard_changes,omitempty"`
 }
 
 // ScopeMember is one member a host control acts on.
@@ -202,6 +205,9 @@ func (h *Hosts) HostScope(ctx context.Context, in HostScopeInput) ([]ScopeMember
 		case in.Action != domain.HostStop && m.Placement != r.Placement:
 			return nil, refuse("member %s is configured %s but runtime host %s is %s; only stop may act on it",
 				m.RuntimeSession, m.Placement, in.Host, r.Placement)
+		case in.Action == domain.HostResetSandbox && m.Workspace == domain.WorkspacePrivateHostClone && !in.DiscardChanges:
+			return nil, refuse("member %s works in a private clone that lives in the sandbox; a reset destroys its changes, so it needs discard_changes",
+				m.RuntimeSession)
 		}
 		out = append(out, ScopeMember{RuntimeSession: m.RuntimeSession, RoomID: m.RoomID, Alias: m.Alias, Removed: m.Removed})
 	}

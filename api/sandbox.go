@@ -19,29 +19,11 @@ type SandboxSupportBody struct {
 	WorkflowID string          `json:"workflow_id"`
 }
 
-// sandboxSupport asks one node's worker to classify its `sbx`. The node is ?node=, or the only
-// registered node when there is exactly one.
+// sandboxSupport asks one node's worker to classify its `sbx`.
 func (s *Server) sandboxSupport(c *gin.Context) error {
-	node := c.Query("node")
-	if node == "" {
-		nodes, err := s.cfg.Store.ListNodes(c.Request.Context())
-		if err != nil {
-			return err
-		}
-		if len(nodes) != 1 {
-			return validationError(domain.Validations{{Field: "node", Detail: "required when more than one node (or none) is registered"}})
-		}
-		node = nodes[0].Name
-	} else {
-		if err := domain.ValidateNodeName(node); err != nil {
-			return err
-		}
-		if _, err := s.cfg.Store.GetNode(c.Request.Context(), node); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return notFound("node", err)
-			}
-			return err
-		}
+	node, err := s.nodeQuery(c)
+	if err != nil {
+		return err
 	}
 	var out sandbox.Support
 	run, err := s.askNode(c, node, workflows.SandboxProbeID(node), workflows.SandboxProbeTimeout, workflows.SandboxProbe, &out)
@@ -50,4 +32,30 @@ func (s *Server) sandboxSupport(c *gin.Context) error {
 	}
 	c.JSON(http.StatusOK, SandboxSupportBody{Node: node, Support: out, WorkflowID: run.GetID()})
 	return nil
+}
+
+// nodeQuery is the node a sandbox question is for: ?node=, or the only registered node when
+// there is exactly one.
+func (s *Server) nodeQuery(c *gin.Context) (string, error) {
+	node := c.Query("node")
+	if node == "" {
+		nodes, err := s.cfg.Store.ListNodes(c.Request.Context())
+		if err != nil {
+			return "", err
+		}
+		if len(nodes) != 1 {
+			return "", validationError(domain.Validations{{Field: "node", Detail: "required when more than one node (or none) is registered"}})
+		}
+		return nodes[0].Name, nil
+	}
+	if err := domain.ValidateNodeName(node); err != nil {
+		return "", err
+	}
+	if _, err := s.cfg.Store.GetNode(c.Request.Context(), node); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return "", notFound("node", err)
+		}
+		return "", err
+	}
+	return node, nil
 }

@@ -26,6 +26,8 @@ type Config struct {
 	// Sessions queries and controls RoomSession workflows; nil reports presence unknown and
 	// refuses session control.
 	Sessions SessionControl
+	// Hosts queries and controls RuntimeHost workflows; nil refuses host control.
+	Hosts HostControl
 	// TemporalUI is the Temporal Web UI's base URL for workflow links ("" = no links);
 	// Namespace is the Temporal namespace the workflows run in.
 	TemporalUI string
@@ -76,6 +78,10 @@ func New(cfg Config) (*Server, error) {
 	op.GET("/nodes/:name", s.handler(s.getNode))
 	op.POST("/nodes/:name/probe", s.handler(s.probeNode))
 	op.GET("/sandbox/support", s.handler(s.sandboxSupport))
+	op.GET("/sandbox/inventory", s.handler(s.sandboxInventory))
+	op.GET("/hosts", s.handler(s.listHosts))
+	op.GET("/hosts/:id", s.handler(s.getHost))
+	op.POST("/hosts/:id/control", s.handler(s.controlHost))
 	op.GET("/settings", s.handler(s.listSettings))
 	op.GET("/settings/:key", s.handler(s.getSetting))
 	op.PUT("/settings/:key", s.handler(s.putSetting))

@@ -74,6 +74,9 @@ type RuntimeBody struct {
 	LastActivity *time.Time `json:"last_activity,omitempty"`
 	IdleSecs     int        `json:"idle_secs"`
 	LastError    string     `json:"last_error,omitempty"`
+	// Host and Sandbox name the runtime host (and its sandbox) of a sandboxed session.
+	Host    *uuid.UUID `json:"host,omitempty"`
+	Sandbox string     `json:"sandbox,omitempty"`
 }
 
 // SessionList is the body of GET /v1/sessions.
@@ -93,10 +96,16 @@ func (s *Server) sessionBody(h domain.HostSession) SessionBody {
 		DesiredGeneration: h.DesiredGeneration, EffectiveGeneration: h.EffectiveGeneration, PendingChange: h.PendingChange,
 		ProviderSessionID: h.ProviderSessionID, WorkflowID: workflows.RoomSessionID(h.RuntimeSessionID),
 		Config: h.Config, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
-	if s.cfg.TemporalUI != "" {
-		b.WorkflowURL = s.cfg.TemporalUI + "/namespaces/" + url.PathEscape(s.cfg.Namespace) + "/workflows/" + url.PathEscape(b.WorkflowID)
-	}
+	b.WorkflowURL = s.workflowURL(b.WorkflowID)
 	return b
+}
+
+// workflowURL opens a workflow in the Temporal Web UI; "" when no UI is configured.
+func (s *Server) workflowURL(id string) string {
+	if s.cfg.TemporalUI == "" {
+		return ""
+	}
+	return s.cfg.TemporalUI + "/namespaces/" + url.PathEscape(s.cfg.Namespace) + "/workflows/" + url.PathEscape(id)
 }
 
 // withState fills in what the session's workflow reports; it stays unknown on no answer.
@@ -119,7 +128,7 @@ func (s *Server) withState(ctx context.Context, b *SessionBody) {
 func (s *Server) applyState(b *SessionBody, st workflows.RoomSessionStatus) {
 	b.Presence, b.Phase = st.Presence, st.Phase
 	rb := &RuntimeBody{Node: st.Node, Generation: st.Generation, PID: st.PID, InTurn: st.InTurn, Held: st.Held,
-		Turns: st.Turns, IdleSecs: st.IdleSecs, LastError: st.LastError}
+		Turns: st.Turns, IdleSecs: st.IdleSecs, LastError: st.LastError, Host: st.Host, Sandbox: st.Sandbox}
 	if !st.LastActivity.IsZero() {
 		t := st.LastActivity.UTC()
 		rb.LastActivity = &t

@@ -23,6 +23,7 @@ const (
 	TypeCheckpointDeletion = "CheckpointDeletion"
 	TypeNodeProbe          = "NodeProbe"
 	TypeSandboxProbe       = "SandboxProbe"
+	TypeSandboxInventory   = "SandboxInventory"
 )
 
 func uuidID(typ string, id uuid.UUID) string { return typ + ":" + id.String() }
@@ -119,23 +120,24 @@ func ParseCheckpointDeletionID(id string) (uuid.UUID, error) {
 func NodeProbeID(node string) string { return TypeNodeProbe + ":" + node }
 
 // ParseNodeProbeID inverts NodeProbeID.
-func ParseNodeProbeID(id string) (string, error) {
-	node, err := keyOf(TypeNodeProbe, id)
-	if err != nil {
-		return "", err
-	}
-	if err := domain.ValidateNodeName(node); err != nil {
-		return "", fmt.Errorf("workflow id %q: %w", id, err)
-	}
-	return node, nil
-}
+func ParseNodeProbeID(id string) (string, error) { return parseNodeID(TypeNodeProbe, id) }
 
 // SandboxProbeID is the sandbox support probe of one node; concurrent probes share one run.
 func SandboxProbeID(node string) string { return TypeSandboxProbe + ":" + node }
 
 // ParseSandboxProbeID inverts SandboxProbeID.
-func ParseSandboxProbeID(id string) (string, error) {
-	node, err := keyOf(TypeSandboxProbe, id)
+func ParseSandboxProbeID(id string) (string, error) { return parseNodeID(TypeSandboxProbe, id) }
+
+// SandboxInventoryID is the sandbox inventory of one node; concurrent requests share one run.
+func SandboxInventoryID(node string) string { return TypeSandboxInventory + ":" + node }
+
+// ParseSandboxInventoryID inverts SandboxInventoryID.
+func ParseSandboxInventoryID(id string) (string, error) {
+	return parseNodeID(TypeSandboxInventory, id)
+}
+
+func parseNodeID(typ, id string) (string, error) {
+	node, err := keyOf(typ, id)
 	if err != nil {
 		return "", err
 	}

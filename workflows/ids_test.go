@@ -67,8 +67,16 @@ func TestNodeNamesRoundTripThroughQueuesAndProbeIDs(t *testing.T) {
 		if got, err := ParseNodeTaskQueue(NodeTaskQueue(node)); err != nil || got != node {
 			t.Errorf("queue of %s: %q %v", node, got, err)
 		}
-		if got, err := ParseNodeProbeID(NodeProbeID(node)); err != nil || got != node {
-			t.Errorf("probe id of %s: %q %v", node, got, err)
+		for _, ids := range []struct {
+			build func(string) string
+			parse func(string) (string, error)
+		}{{NodeProbeID, ParseNodeProbeID}, {SandboxProbeID, ParseSandboxProbeID}, {SandboxInventoryID, ParseSandboxInventoryID}} {
+			if got, err := ids.parse(ids.build(node)); err != nil || got != node {
+				t.Errorf("id %s of %s: %q %v", ids.build(node), node, got, err)
+			}
+			if _, err := ids.parse(ids.build("a b")); err == nil {
+				t.Errorf("id %q accepted", ids.build("a b"))
+			}
 		}
 	}
 	for _, bad := range []string{TaskQueue, "jam.node.", "jam.node.a b", "other.node.x"} {

@@ -52,3 +52,17 @@ func askNode(ctx workflow.Context, node string, bound time.Duration) workflow.Co
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
 }
+
+// SandboxInventoryTimeout bounds an inventory: one `sbx ls` (12 s), the markers on disk and
+// the runtime hosts, plus the pickup.
+const SandboxInventoryTimeout = 20 * time.Second
+
+// SandboxInventory asks a node's own worker to classify its sandboxes and owner markers. It
+// reads only.
+func SandboxInventory(ctx workflow.Context, in NodeProbeInput) (sandbox.Inventory, error) {
+	ctx = askNode(ctx, in.Node, SandboxInventoryTimeout)
+	var sb *activities.Sandbox
+	var out sandbox.Inventory
+	err := workflow.ExecuteActivity(ctx, sb.SandboxInventory, activities.SandboxInventoryInput{}).Get(ctx, &out)
+	return out, err
+}

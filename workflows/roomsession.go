@@ -417,6 +417,11 @@ func (r *roomSession) acquire(ctx workflow.Context, node string) bool {
 		return false
 	}
 	r.s.Host, r.s.Sandbox, r.s.Node, r.s.Leased = lease.Host, lease.SandboxName, lease.Node, true
+	if lease.Node == "" || lease.SandboxName == "" {
+		r.s.LastError = "acquire runtime host: the host named no node or sandbox"
+		r.release(ctx)
+		return false
+	}
 	return true
 }
 

@@ -98,6 +98,7 @@ type runtimeHost struct {
 	s           RuntimeHostState
 	host        activities.LoadHostResult
 	busy        bool // a sandbox operation runs
+	loaded      bool // the host record is read
 	controlling bool
 	hosts       *activities.Hosts
 	sbx         *activities.Sandbox
@@ -112,16 +113,20 @@ func RuntimeHost(ctx workflow.Context, in RuntimeHostInput) error {
 	if in.State != nil {
 		r.s = *in.State
 	}
+	// Handlers first: the update that started this run (UpdateWithStart) is delivered with
+	// the first workflow task. They wait for the host record before touching the sandbox.
+	if err := r.register(ctx); err != nil {
+		return err
+	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
+			NonRetryableErrorTypes: []string{activities.ErrTypeHostScope}},
 	})
 	if err := workflow.ExecuteActivity(actx, r.hosts.LoadHost, activities.LoadHostInput{Host: in.Host}).Get(ctx, &r.host); err != nil {
 		return err
 	}
-	if err := r.register(ctx); err != nil {
-		return err
-	}
+	r.loaded = true
 	for {
 		parkable := func() bool {
 			return len(r.s.Leases) == 0 && (r.s.Ready || r.s.ParkFailed) && !r.busy && !r.controlling
@@ -129,8 +134,11 @@ func RuntimeHost(ctx workflow.Context, in RuntimeHostInput) error {
 		suggested := func() bool { return workflow.GetInfo(ctx).GetContinueAsNewSuggested() }
 		if !r.s.ParkFailed {
 			_ = workflow.Await(ctx, func() bool { return parkable() || suggested() })
-		} else if ok, _ := workflow.AwaitWithTimeout(ctx, parkRetryAfter, suggested); !ok && !parkable() {
+		} else if ok, _ := workflow.AwaitWithTimeout(ctx, parkRetryAfter, suggested); !ok && ctx.Err() == nil && !parkable() {
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err // cancelled by an operator
 		}
 		if parkable() {
 			r.park(ctx)
@@ -212,9 +220,10 @@ func (r *runtimeHost) jamCtx(ctx workflow.Context) workflow.Context {
 	})
 }
 
-// lockSandbox serializes sandbox operations (create, verify, park, destroy).
+// lockSandbox serializes sandbox operations (create, verify, park, destroy), once the host
+// record is read.
 func (r *runtimeHost) lockSandbox(ctx workflow.Context) error {
-	if err := workflow.Await(ctx, func() bool { return !r.busy }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return r.loaded && !r.busy }); err != nil {
 		return err
 	}
 	r.busy = true
@@ -225,11 +234,11 @@ func (r *runtimeHost) lockSandbox(ctx workflow.Context) error {
 // the host was parked (or after a crash) finds no lease: a sandbox still running then is an
 // orphan, fenced (verified, stopped) before anything starts in it.
 func (r *runtimeHost) acquire(ctx workflow.Context, req LeaseRequest) (activities.HostLease, error) {
-	lease := activities.HostLease{Host: r.in.Host, Node: r.host.Node, SandboxName: r.host.SandboxName}
 	if err := r.lockSandbox(ctx); err != nil {
-		return lease, err
+		return activities.HostLease{}, err
 	}
 	defer func() { r.busy = false }()
+	lease := activities.HostLease{Host: r.in.Host, Node: r.host.Node, SandboxName: r.host.SandboxName}
 	if r.controlling && !slices.Contains(r.s.Leases, req.RuntimeSession) {
 		return lease, temporal.NewApplicationError("a host control is running; the room wakes after it", activities.ErrTypeHostBusy)
 	}
@@ -300,7 +309,7 @@ func (r *runtimeHost) control(ctx workflow.Context, req ControlRequest) (Control
 	defer func() { r.controlling = false }()
 	var scope []activities.ScopeMember
 	if err := workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.HostScope,
-		activities.HostScopeInput{Host: r.in.Host, Action: action}).Get(ctx, &scope); err != nil {
+		activities.HostScopeInput{Host: r.in.Host, Action: action, DiscardChanges: req.DiscardChanges}).Get(ctx, &scope); err != nil {
 		return res, err
 	}
 	memberCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{

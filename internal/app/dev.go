@@ -94,7 +94,7 @@ func RunDev(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	srv, err := startAPI(api.Config{
-		Store: st, Temporal: tc, Band: b, Lifecycle: starter, Sessions: starter, TemporalUI: ts.UIURL(),
+		Store: st, Temporal: tc, Band: b, Lifecycle: starter, Sessions: starter, Hosts: &roomctl.Hosts{Client: tc}, TemporalUI: ts.UIURL(),
 		Namespace: o.Namespace, Token: token.Value, Version: o.Version, Logger: log.With("component", "api"),
 	}, o.Listen)
 	if err != nil {

@@ -38,7 +38,7 @@ func RunServer(ctx context.Context, o Options) error {
 		return err
 	}
 	srv, err := startAPI(api.Config{
-		Store: st, Temporal: tc, Band: b, Lifecycle: starter, Sessions: starter, TemporalUI: o.TemporalUIURL,
+		Store: st, Temporal: tc, Band: b, Lifecycle: starter, Sessions: starter, Hosts: &roomctl.Hosts{Client: tc}, TemporalUI: o.TemporalUIURL,
 		Namespace: o.Namespace, Token: token.Value, Version: o.Version,
 		Logger: o.Logger.With("component", "api"),
 	}, o.Listen)

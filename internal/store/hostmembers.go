@@ -40,6 +40,8 @@ type HostMember struct {
 	// Placement is the session's current configured placement (it may differ from the host's
 	// after a template edit).
 	Placement domain.Placement `db:"-"`
+	// Workspace is the session's configured workspace source.
+	Workspace domain.WorkspaceSource `db:"-"`
 }
 
 // HostMembers lists the memberships of a host from the durable table, in join order. A
@@ -70,7 +72,7 @@ WHERE m.runtime_host_id = ? ORDER BY m.created_at, m.runtime_session_id`, host);
 			if err := json.Unmarshal([]byte(*r.Config), &c); err != nil {
 				return nil, fmt.Errorf("member %s of runtime host %s: stored configuration: %w", r.RuntimeSession, host, err)
 			}
-			m.Placement = domain.ResolvePlacement(c.Placement)
+			m.Placement, m.Workspace = domain.ResolvePlacement(c.Placement), c.Sandbox.WorkspaceSource
 		}
 		out[i] = m
 	}

@@ -1,0 +1,197 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/sandbox"
+	"github.com/jam-dev/jam/workflows"
+)
+
+// HostControl is what the API needs of the RuntimeHost workflows (roomctl.Hosts).
+type HostControl interface {
+	Status(ctx context.Context, host uuid.UUID) (workflows.RuntimeHostStatus, bool, error)
+	Control(ctx context.Context, host uuid.UUID, req workflows.ControlRequest) (workflows.ControlResult, error)
+}
+
+// hostControlTimeout bounds a host control: every member's teardown and one sandbox park or
+// destroy (sbx lifecycle commands are bounded at 300 s), with the client's margin on top.
+const hostControlTimeout = 645 * time.Second
+
+// HostBody is a runtime host: one execution boundary, its durable members and, when its
+// workflow runs, its lease.
+type HostBody struct {
+	ID            uuid.UUID               `json:"id"`
+	AgentID       uuid.UUID               `json:"agent_id"`
+	TemplateID    uuid.UUID               `json:"template_id"`
+	Placement     domain.Placement        `json:"placement"`
+	State         domain.RuntimeHostState `json:"state"`
+	Node          string                  `json:"node"`
+	Sandboxed     bool                    `json:"sandboxed"`
+	SandboxName   string                  `json:"sandbox_name,omitempty"`
+	Compatibility string                  `json:"compatibility"`
+	Members       []HostMemberBody        `json:"members"`
+	// Lease is the RuntimeHost workflow's state; nil when it is not running or did not answer.
+	Lease       *workflows.RuntimeHostStatus `json:"lease,omitempty"`
+	WorkflowID  string                       `json:"workflow_id"`
+	WorkflowURL string                       `json:"workflow_url,omitempty"`
+	CreatedAt   time.Time                    `json:"created_at"`
+	UpdatedAt   time.Time                    `json:"updated_at"`
+}
+
+// HostMemberBody is one durable membership of a host.
+type HostMemberBody struct {
+	RuntimeSessionID uuid.UUID              `json:"runtime_session_id"`
+	RoomID           uuid.UUID              `json:"room_id"`
+	Alias            string                 `json:"alias"`
+	State            domain.MembershipState `json:"state"`
+	Removed          bool                   `json:"removed"`
+}
+
+// HostList is the body of GET /v1/hosts.
+type HostList struct {
+	Items []HostBody `json:"items"`
+}
+
+// HostControlRequest is the body of POST /v1/hosts/{id}/control.
+type HostControlRequest struct {
+	Action         domain.HostAction `json:"action"`
+	DiscardChanges bool              `json:"discard_changes,omitempty"`
+}
+
+// SandboxInventoryBody is the body of GET /v1/sandbox/inventory.
+type SandboxInventoryBody struct {
+	Node       string            `json:"node"`
+	Inventory  sandbox.Inventory `json:"inventory"`
+	WorkflowID string            `json:"workflow_id"`
+}
+
+func (s *Server) hostBody(ctx context.Context, h domain.RuntimeHost) (HostBody, error) {
+	b := HostBody{ID: h.ID, AgentID: h.AgentID, TemplateID: h.TemplateID, Placement: h.Placement, State: h.State,
+		Node: h.Node, Sandboxed: h.Sandboxed, SandboxName: h.SandboxName, Compatibility: h.Compatibility,
+		Members: []HostMemberBody{}, WorkflowID: workflows.RuntimeHostID(h.ID), CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+	b.WorkflowURL = s.workflowURL(b.WorkflowID)
+	members, err := s.cfg.Store.HostMembers(ctx, h.ID)
+	if err != nil {
+		return b, err
+	}
+	for _, m := range members {
+		b.Members = append(b.Members, HostMemberBody{RuntimeSessionID: m.RuntimeSession, RoomID: m.RoomID, Alias: m.Alias,
+			State: m.State, Removed: m.Removed})
+	}
+	return b, nil
+}
+
+// listHosts lists runtime hosts (?agent= narrows to one agent's). Runtime hosts exist for
+// sandboxed sessions; a host-native session has none.
+func (s *Server) listHosts(c *gin.Context) error {
+	var agent *uuid.UUID
+	if raw := c.Query("agent"); raw != "" {
+		id, err := domain.ParseID("agent", raw)
+		if err != nil {
+			return validationError(domain.Validations{{Field: "agent", Detail: err.Error()}})
+		}
+		agent = &id
+	}
+	hosts, err := s.cfg.Store.ListRuntimeHosts(c.Request.Context(), agent)
+	if err != nil {
+		return err
+	}
+	out := HostList{Items: make([]HostBody, 0, len(hosts))}
+	for _, h := range hosts {
+		b, err := s.hostBody(c.Request.Context(), h)
+		if err != nil {
+			return err
+		}
+		out.Items = append(out.Items, b)
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+// getHost is one host with its members and, when its workflow answers in time, its lease.
+func (s *Server) getHost(c *gin.Context) error {
+	h, err := lookup(c, "runtime host", s.cfg.Store.GetRuntimeHost)
+	if err != nil {
+		return err
+	}
+	b, err := s.hostBody(c.Request.Context(), h)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Hosts != nil {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), stateTimeout)
+		defer cancel()
+		if st, ok, err := s.cfg.Hosts.Status(ctx, h.ID); err == nil && ok {
+			b.Lease = &st
+		}
+	}
+	c.JSON(http.StatusOK, b)
+	return nil
+}
+
+// controlHost runs a host-scope Stop, Restart or ResetSandbox. Its scope is the host's
+// durable membership, never the row a client names; it is the only way to stop or reset a
+// Shared host.
+func (s *Server) controlHost(c *gin.Context) error {
+	var req HostControlRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if !domain.HostActions.Has(req.Action) {
+		return validationError(domain.Validations{{Field: "action", Detail: "want one of " + strings.Join(domain.HostActions.Strings(), ", ")}})
+	}
+	h, err := lookup(c, "runtime host", s.cfg.Store.GetRuntimeHost)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Hosts == nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "host control is not available in this process"}
+	}
+	if !h.Sandboxed {
+		return domain.Refuse("runtime host %s has no sandbox to control", h.ID)
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), hostControlTimeout)
+	defer cancel()
+	res, err := s.cfg.Hosts.Control(ctx, h.ID, workflows.ControlRequest{Action: string(req.Action), DiscardChanges: req.DiscardChanges})
+	switch {
+	case workflows.IsValidation(err):
+		return &Error{Status: http.StatusBadRequest, Code: CodeValidation, Message: "the request was rejected: " + workflows.RejectionText(err), Cause: err}
+	case workflows.HasAppErrType(err, activities.ErrTypeHostBusy):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "another control of this host is running", Cause: err}
+	case workflows.HasAppErrType(err, activities.ErrTypeHostScope):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the host's members cannot be controlled as one: " + workflows.RejectionText(err), Cause: err}
+	case workflows.HasAppErrType(err, activities.ErrTypeOwnershipMismatch):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the sandbox is not provably Jam's; nothing was destroyed", Cause: err}
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the control did not finish in time; it goes on in the background", Cause: err}
+	case err != nil:
+		return &Error{Status: http.StatusBadGateway, Code: CodeUpstream, Message: "the host control failed; members stopped so far stay dormant (see the host's workflow)", Cause: err}
+	}
+	c.JSON(http.StatusOK, res)
+	return nil
+}
+
+// sandboxInventory asks one node's worker to classify its sandboxes and owner markers. It
+// reads only; no disposition authorizes a mutation.
+func (s *Server) sandboxInventory(c *gin.Context) error {
+	node, err := s.nodeQuery(c)
+	if err != nil {
+		return err
+	}
+	var out sandbox.Inventory
+	run, err := s.askNode(c, node, workflows.SandboxInventoryID(node), workflows.SandboxInventoryTimeout, workflows.SandboxInventory, &out)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, SandboxInventoryBody{Node: node, Inventory: out, WorkflowID: run.GetID()})
+	return nil
+}

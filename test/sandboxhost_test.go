@@ -1,0 +1,290 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/api/client"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
+	"github.com/jam-dev/jam/internal/testsupport/testagent"
+	"github.com/jam-dev/jam/workflows"
+)
+
+// sandboxEnv is a jam dev whose node drives the fake sbx (state and command log in dirs).
+type sandboxEnv struct {
+	d                *devInstance
+	home, state, log string
+	agentState       string
+}
+
+func startSandboxDev(t *testing.T) sandboxEnv {
+	t.Helper()
+	e := sandboxEnv{home: filepath.Join(t.TempDir(), "jam-home"), state: t.TempDir(),
+		log: filepath.Join(t.TempDir(), "sbx.log"), agentState: t.TempDir()}
+	e.d = startDevEnv(t, e.home, ownedEnv(t, e.agentState, "JAM_SBX="+fakesbx.Binary(t),
+		"FAKESBX_STATE="+e.state, "FAKESBX_LOG="+e.log))
+	return e
+}
+
+// sbx runs the fake sbx against the environment's state, as an operator at a shell would.
+func (e sandboxEnv) sbx(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(fakesbx.Binary(t), args...)
+	cmd.Env = []string{"FAKESBX_STATE=" + e.state, "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbx %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+type fakeSandbox struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+}
+
+func (e sandboxEnv) sandboxes(t *testing.T) map[string]string {
+	t.Helper()
+	var out struct {
+		Sandboxes []fakeSandbox `json:"sandboxes"`
+	}
+	if err := json.Unmarshal([]byte(e.sbx(t, "ls", "--json")), &out); err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, s := range out.Sandboxes {
+		m[s.Name] = s.Status
+	}
+	return m
+}
+
+// commands counts the logged sbx invocations of verb naming sandbox ("" = any).
+func (e sandboxEnv) commands(t *testing.T, verb, sandbox string) int {
+	t.Helper()
+	b, _ := os.ReadFile(e.log)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == verb && (sandbox == "" || strings.Contains(" "+line+" ", " "+sandbox+" ")) {
+			n++
+		}
+	}
+	return n
+}
+
+// sandboxedAgent creates an owned agent whose default template runs the test agent (as a
+// Cursor ACP runtime) in a sandbox with the given placement.
+func sandboxedAgent(t *testing.T, c *client.Client, name string, placement domain.Placement) uuid.UUID {
+	t.Helper()
+	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportCursorACP, Command: testagent.Binary(t),
+		Args: []string{}, EnvAllowlist: []string{"JAM_TESTAGENT_STATE_DIR"}, Placement: &placement,
+		Sandbox: domain.SandboxConfig{Enabled: true}}
+	var a api.AgentBody
+	must(t, c.Do(context.Background(), http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: name, Kind: domain.AgentOwned, Template: &tmpl}, &a))
+	return a.ID
+}
+
+func hostsOf(t *testing.T, c *client.Client, agent uuid.UUID) []api.HostBody {
+	t.Helper()
+	var l api.HostList
+	must(t, c.Do(context.Background(), http.MethodGet, "/v1/hosts?agent="+agent.String(), nil, &l))
+	return l.Items
+}
+
+func control(t *testing.T, c *client.Client, host uuid.UUID, action domain.HostAction) workflows.ControlResult {
+	t.Helper()
+	var res workflows.ControlResult
+	must(t, c.Do(context.Background(), http.MethodPost, "/v1/hosts/"+host.String()+"/control", api.HostControlRequest{Action: action}, &res))
+	return res
+}
+
+func memberStates(h api.HostBody) map[uuid.UUID]domain.MembershipState {
+	m := map[uuid.UUID]domain.MembershipState{}
+	for _, mb := range h.Members {
+		m[mb.RuntimeSessionID] = mb.State
+	}
+	return m
+}
+
+// Two rooms of a Shared agent run in one verified sandbox; the provider gets only its
+// allowlisted values; host controls act on every member from the durable membership, never on
+// another agent's Dedicated host, and never on a foreign sandbox.
+func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
+	ctx := context.Background()
+	e := startSandboxDev(t)
+	c := e.d.client
+	e.sbx(t, "create", "--name", "their-own", "shell") // an operator's own sandbox
+
+	agent := sandboxedAgent(t, c, "shared", domain.PlacementShared)
+	room1, s1 := roomWith(t, c, "one", agent)
+	room2, s2 := roomWith(t, c, "two", agent)
+	for _, room := range []uuid.UUID{room1.ID, room2.ID} {
+		r := awaitReply(t, c, postText(t, c, room, "[[env JAM_TESTAGENT_STATE_DIR]] [[env JAM_JAM_TESTAGENT_BIN]] hi"), 60*time.Second)
+		if !strings.Contains(r.Text, "env JAM_TESTAGENT_STATE_DIR="+e.agentState) || !strings.Contains(r.Text, "env JAM_JAM_TESTAGENT_BIN=(unset)") {
+			t.Fatalf("the guest's environment: %q", r.Text)
+		}
+	}
+	hosts := hostsOf(t, c, agent)
+	if len(hosts) != 1 || hosts[0].Placement != domain.PlacementShared || hosts[0].State != domain.HostActive || len(hosts[0].Members) != 2 {
+		t.Fatalf("hosts %+v", hosts)
+	}
+	host := hosts[0]
+	for _, s := range []uuid.UUID{s1, s2} {
+		if got := getSession(t, c, s); got.Runtime == nil || got.Runtime.Host == nil || *got.Runtime.Host != host.ID || got.Runtime.Sandbox != host.SandboxName {
+			t.Fatalf("session %s runtime %+v", s, got.Runtime)
+		}
+	}
+	if sbs := e.sandboxes(t); len(sbs) != 2 || sbs[host.SandboxName] != "running" || e.commands(t, "create", host.SandboxName) != 1 {
+		t.Fatalf("sandboxes %v, %d creates", sbs, e.commands(t, "create", host.SandboxName))
+	}
+	marker := filepath.Join(e.home, "cfg", "sandbox-owners", host.SandboxName+".json")
+	if st, err := os.Stat(marker); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("owner marker %v %v", st, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.home, "cfg", "runtime-env", "*")); len(left) != 0 {
+		t.Fatalf("env files outlived the spawn: %v", left)
+	}
+
+	// Another agent's Dedicated host, live throughout.
+	other := sandboxedAgent(t, c, "dedicated", domain.PlacementDedicated)
+	room3, s3 := roomWith(t, c, "three", other)
+	awaitReply(t, c, postText(t, c, room3.ID, "hello"), 60*time.Second)
+	otherPID := getSession(t, c, s3).Runtime.PID
+
+	// Stop: every member down and dormant, the sandbox parked.
+	res := control(t, c, host.ID, domain.HostStop)
+	if len(res.Members) != 2 || !res.Members[0].WasLive || !res.Members[1].WasLive {
+		t.Fatalf("stop %+v", res)
+	}
+	got := hostsOf(t, c, agent)[0]
+	if got.State != domain.HostParked || memberStates(got)[s1] != domain.MembershipDormant || memberStates(got)[s2] != domain.MembershipDormant {
+		t.Fatalf("after stop %+v", got)
+	}
+	for _, s := range []uuid.UUID{s1, s2} {
+		awaitPresence(t, c, s, domain.PresenceDormant, 10*time.Second)
+	}
+	if e.sandboxes(t)[host.SandboxName] != "stopped" {
+		t.Fatalf("sandbox after stop: %v", e.sandboxes(t))
+	}
+
+	// A message wakes one room; restart brings back only the live member.
+	awaitReply(t, c, postText(t, c, room1.ID, "back?"), 60*time.Second)
+	res = control(t, c, host.ID, domain.HostRestart)
+	live := map[uuid.UUID]workflows.ControlMember{}
+	for _, m := range res.Members {
+		live[m.RuntimeSession] = m
+	}
+	if !live[s1].WasLive || !live[s1].Restarted || live[s2].WasLive || live[s2].Restarted {
+		t.Fatalf("restart %+v", res)
+	}
+	awaitPresence(t, c, s1, domain.PresenceLive, 60*time.Second)
+	if p := getSession(t, c, s2).Presence; p != domain.PresenceDormant {
+		t.Fatalf("a dormant member came back: %s", p)
+	}
+
+	// Reset: every member quiesced, the sandbox destroyed once, then recreated for the live one.
+	nonceBefore, _ := os.ReadFile(marker)
+	res = control(t, c, host.ID, domain.HostResetSandbox)
+	if !res.SandboxDestroyed || e.commands(t, "rm", host.SandboxName) != 1 {
+		t.Fatalf("reset %+v, %d rm", res, e.commands(t, "rm", host.SandboxName))
+	}
+	awaitPresence(t, c, s1, domain.PresenceLive, 60*time.Second)
+	awaitReply(t, c, postText(t, c, room1.ID, "fresh sandbox"), 60*time.Second)
+	if n := e.commands(t, "create", host.SandboxName); n != 2 {
+		t.Fatalf("%d creates after reset", n)
+	}
+	if nonceAfter, _ := os.ReadFile(marker); string(nonceAfter) == string(nonceBefore) {
+		t.Fatal("the recreated sandbox kept the old evidence")
+	}
+
+	// The other agent's Dedicated host and the operator's own sandbox were never touched.
+	if pid := getSession(t, c, s3).Runtime.PID; pid != otherPID {
+		t.Fatalf("the other agent's runtime was restarted: %d -> %d", otherPID, pid)
+	}
+	otherHost := hostsOf(t, c, other)[0]
+	if otherHost.ID != s3 || otherHost.Placement != domain.PlacementDedicated {
+		t.Fatalf("dedicated host %+v", otherHost)
+	}
+	for _, name := range []string{"their-own", otherHost.SandboxName} {
+		if n := e.commands(t, "stop", name) + e.commands(t, "rm", name); n != 0 {
+			t.Fatalf("%s was stopped or removed %d times", name, n)
+		}
+	}
+
+	// The inventory lists Jam's sandboxes and only counts the foreign one.
+	var inv api.SandboxInventoryBody
+	must(t, c.Do(ctx, http.MethodGet, "/v1/sandbox/inventory", nil, &inv))
+	if inv.Inventory.Foreign != 1 || len(inv.Inventory.Entries) != 2 {
+		t.Fatalf("inventory %+v", inv)
+	}
+	for _, en := range inv.Inventory.Entries {
+		if en.Disposition != domain.DispositionHealthy || en.Name == "their-own" {
+			t.Fatalf("inventory entry %+v", en)
+		}
+	}
+	var one api.HostBody
+	must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+host.ID.String(), nil, &one))
+	if one.Lease == nil || len(one.Lease.Leases) != 1 || one.Lease.Leases[0] != s1 || !one.Lease.Ready {
+		t.Fatalf("host lease %+v", one.Lease)
+	}
+	if err := c.Do(ctx, http.MethodPost, "/v1/hosts/"+host.ID.String()+"/control", map[string]string{"action": "explode"}, nil); !isStatus(err, http.StatusBadRequest) {
+		t.Fatalf("a bad action: %v", err)
+	}
+}
+
+// Dedicated placement gives every session its own host (named after the session) and its own
+// sandbox; an idle reap releases the lease and the host parks its sandbox.
+func TestDedicatedHostsAreIsolatedPerSessionAndParkWhenIdle(t *testing.T) {
+	e := startSandboxDev(t)
+	c := e.d.client
+	agent := sandboxedAgent(t, c, "solo", domain.PlacementDedicated)
+	room1, s1 := roomWith(t, c, "one", agent)
+	room2, s2 := roomWith(t, c, "two", agent)
+	awaitReply(t, c, postText(t, c, room1.ID, "a"), 60*time.Second)
+	awaitReply(t, c, postText(t, c, room2.ID, "b"), 60*time.Second)
+	hosts := hostsOf(t, c, agent)
+	ids := map[uuid.UUID]api.HostBody{}
+	for _, h := range hosts {
+		ids[h.ID] = h
+	}
+	if len(hosts) != 2 || ids[s1].SandboxName == "" || ids[s2].SandboxName == "" || ids[s1].SandboxName == ids[s2].SandboxName {
+		t.Fatalf("hosts %+v", hosts)
+	}
+	if sbs := e.sandboxes(t); len(sbs) != 2 {
+		t.Fatalf("sandboxes %v", sbs)
+	}
+	// Session-scope stop releases the lease; the last release parks the sandbox.
+	must(t, c.Do(context.Background(), http.MethodPost, "/v1/sessions/"+s1.String()+"/stop", nil, nil))
+	deadline := time.Now().Add(20 * time.Second)
+	for e.sandboxes(t)[ids[s1].SandboxName] != "stopped" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the released host did not park: %v", e.sandboxes(t))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if e.sandboxes(t)[ids[s2].SandboxName] != "running" {
+		t.Fatal("parking one session's host touched the other's")
+	}
+	for {
+		var x api.HostBody
+		must(t, c.Do(context.Background(), http.MethodGet, "/v1/hosts/"+s1.String(), nil, &x))
+		if x.State == domain.HostParked && memberStates(x)[s1] == domain.MembershipDormant && x.Lease != nil && len(x.Lease.Leases) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("parked host %+v lease %+v", x, x.Lease)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,211 @@
+package workflows
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// hostEnv is a RuntimeHost under the test suite with its activities mocked; it records the
+// sandbox operations in order.
+type hostEnv struct {
+	t       *testing.T
+	env     *testsuite.TestWorkflowEnvironment
+	host    uuid.UUID
+	ops     []string
+	members []activities.ScopeMember
+	live    map[uuid.UUID]bool
+	// parkErr fails the next n parks.
+	parkFails int
+}
+
+func newHostEnv(t *testing.T) *hostEnv {
+	var suite testsuite.WorkflowTestSuite
+	e := &hostEnv{t: t, env: suite.NewTestWorkflowEnvironment(), host: uuid.New(), live: map[uuid.UUID]bool{}}
+	e.env.RegisterActivity(&activities.Hosts{})
+	e.env.RegisterActivity(&activities.Sandbox{})
+	var h *activities.Hosts
+	var sb *activities.Sandbox
+	e.env.OnActivity(h.LoadHost, mock.Anything, mock.Anything).Return(activities.LoadHostResult{Node: "n1",
+		Placement: domain.PlacementShared, State: domain.HostProvisioning, SandboxName: "jam-0123456789abcdef"}, nil)
+	e.env.OnActivity(h.MarkMember, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.MarkMemberInput) error {
+			if in.HostState != "" {
+				e.ops = append(e.ops, "host:"+string(in.HostState))
+			}
+			return nil
+		})
+	e.env.OnActivity(sb.EnsureSandbox, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.EnsureSandboxInput) (activities.EnsureSandboxResult, error) {
+			op := "ensure"
+			if in.Fence {
+				op = "ensure+fence"
+			}
+			e.ops = append(e.ops, op)
+			return activities.EnsureSandboxResult{Name: "jam-0123456789abcdef", Created: true}, nil
+		})
+	e.env.OnActivity(sb.ParkSandbox, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.HostSandboxInput) error {
+			if e.parkFails > 0 {
+				e.parkFails--
+				e.ops = append(e.ops, "park-failed")
+				return errPark
+			}
+			e.ops = append(e.ops, "park")
+			return nil
+		})
+	e.env.OnActivity(sb.RemoveSandbox, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.HostSandboxInput) (activities.RemoveSandboxResult, error) {
+			e.ops = append(e.ops, "remove")
+			return activities.RemoveSandboxResult{Removed: true}, nil
+		})
+	e.env.OnActivity(h.HostScope, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.HostScopeInput) ([]activities.ScopeMember, error) { return e.members, nil })
+	e.env.OnActivity(h.StopMember, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.StopMemberInput) (bool, error) {
+			e.ops = append(e.ops, "stop:"+string(in.Reason))
+			was := e.live[in.RuntimeSession]
+			e.live[in.RuntimeSession] = false
+			return was, nil
+		})
+	e.env.OnActivity(h.RestartMember, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.StopMemberInput) error {
+			e.ops = append(e.ops, "restart")
+			return nil
+		})
+	return e
+}
+
+var errPark = temporalErr("sbx stop: daemon down")
+
+type temporalErr string
+
+func (e temporalErr) Error() string { return string(e) }
+
+// update sends an update at simulated time d and records its outcome.
+func (e *hostEnv) update(d time.Duration, name string, arg any, out *error) {
+	e.env.RegisterDelayedCallback(func() {
+		e.env.UpdateWorkflow(name, uuid.NewString(), &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { *out = err },
+			OnAccept:   func() {},
+			OnComplete: func(_ interface{}, err error) { *out = err },
+		}, arg)
+	}, d)
+}
+
+func (e *hostEnv) run(until time.Duration) {
+	e.env.RegisterDelayedCallback(func() { e.env.CancelWorkflow() }, until)
+	e.env.ExecuteWorkflow(RuntimeHost, RuntimeHostInput{Host: e.host})
+	if err := e.env.GetWorkflowError(); err == nil || !temporal.IsCanceledError(err) {
+		e.t.Fatalf("the workflow ended with %v, want cancelled", err)
+	}
+}
+
+func TestTheLastReleaseParksTheSandboxAndTheFirstAcquireFencesIt(t *testing.T) {
+	e := newHostEnv(t)
+	a, b := uuid.New(), uuid.New()
+	var errs [4]error
+	var lease activities.HostLease
+	e.env.RegisterDelayedCallback(func() {
+		e.env.UpdateWorkflow(UpdateAcquire, "first", &testsuite.TestUpdateCallback{OnReject: func(err error) { errs[0] = err },
+			OnAccept: func() {}, OnComplete: func(v interface{}, err error) { errs[0] = err; lease, _ = v.(activities.HostLease) }},
+			LeaseRequest{RuntimeSession: a})
+	}, 0)
+	e.update(2*time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: b}, &errs[1])
+	e.update(3*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a}, &errs[2])
+	e.update(4*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: b}, &errs[3])
+	e.run(time.Minute)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	if lease.Node != "n1" || lease.SandboxName != "jam-0123456789abcdef" || lease.Host != e.host || !lease.Created {
+		t.Fatalf("lease %+v", lease)
+	}
+	// One verified create for both members (fenced: nobody held it), one park after the last.
+	want := []string{"ensure+fence", "host:active", "host:active", "park", "host:parked"}
+	if !equalOps(e.ops, want) {
+		t.Fatalf("ops %v, want %v", e.ops, want)
+	}
+}
+
+func TestAFailedFinalParkStaysRetryable(t *testing.T) {
+	e := newHostEnv(t)
+	e.parkFails = 3 // every attempt of the first park
+	a := uuid.New()
+	var errs [2]error
+	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(2*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a}, &errs[1])
+	e.run(10 * time.Minute)
+	want := []string{"ensure+fence", "host:active", "park-failed", "park-failed", "park-failed", "park", "host:parked"}
+	if !equalOps(e.ops, want) {
+		t.Fatalf("ops %v, want %v", e.ops, want)
+	}
+}
+
+func TestHostResetQuiescesEveryMemberThenDestroysOnceAndRestartsOnlyTheLive(t *testing.T) {
+	e := newHostEnv(t)
+	a, b := uuid.New(), uuid.New()
+	e.members = []activities.ScopeMember{{RuntimeSession: a}, {RuntimeSession: b}}
+	e.live[a] = true
+	var errs [3]error
+	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(2*time.Second, UpdateControl, ControlRequest{Action: string(domain.HostResetSandbox)}, &errs[1])
+	e.update(3*time.Second, UpdateControl, ControlRequest{Action: "explode"}, &errs[2])
+	e.run(time.Minute)
+	if errs[0] != nil || errs[1] != nil || !IsValidation(errs[2]) {
+		t.Fatalf("updates %v", errs)
+	}
+	want := []string{"ensure+fence", "host:active", "stop:host_reset", "stop:host_reset", "remove", "host:parked", "restart"}
+	if !equalOps(e.ops, want) {
+		t.Fatalf("ops %v, want %v", e.ops, want)
+	}
+}
+
+func TestAQuiesceWaitsForRunningTurnsAndHoldsNewOnesBack(t *testing.T) {
+	e := newHostEnv(t)
+	a := uuid.New()
+	var order []string
+	var errs [4]error
+	e.update(time.Second, UpdatePermit, LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.env.RegisterDelayedCallback(func() {
+		e.env.UpdateWorkflow(UpdateQuiesce, "q", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+			OnComplete: func(interface{}, error) { order = append(order, "quiesced") }})
+	}, 2*time.Second)
+	e.env.RegisterDelayedCallback(func() {
+		e.env.UpdateWorkflow(UpdatePermit, "p2", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+			OnComplete: func(interface{}, error) { order = append(order, "second turn") }}, LeaseRequest{RuntimeSession: a})
+	}, 3*time.Second)
+	e.env.RegisterDelayedCallback(func() {
+		order = append(order, "first turn ends")
+		e.env.UpdateWorkflow(UpdateUnpermit, "u1", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+			OnComplete: func(interface{}, error) {}}, LeaseRequest{RuntimeSession: a})
+	}, 4*time.Second)
+	e.update(5*time.Second, UpdateResume, nil, &errs[1])
+	e.run(time.Minute)
+	want := []string{"first turn ends", "quiesced", "second turn"}
+	if !equalOps(order, want) {
+		t.Fatalf("order %v, want %v", order, want)
+	}
+}
+
+func equalOps(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
