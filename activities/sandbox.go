@@ -33,6 +33,8 @@ const (
 // Sandbox holds the activities that drive this node's `sbx`. It is registered only on the
 // node's task queue: the sandboxes, their owner markers and workspaces live on this machine.
 type Sandbox struct {
+	// Sbx is the `sbx` executable (an absolute path); "" reads JAM_SBX, else PATH.
+	Sbx string
 	// Getenv reads JAM_SBX and PATH; nil is os.Getenv.
 	Getenv func(string) string
 	// Env is the environment `sbx` runs with; nil is the worker's.
@@ -42,6 +44,14 @@ type Sandbox struct {
 
 	mu      sync.Mutex
 	drivers map[string]*sandbox.Driver
+}
+
+// explicit is the configured `sbx` ("" = resolve on PATH).
+func (s *Sandbox) explicit() string {
+	if s.Sbx != "" {
+		return s.Sbx
+	}
+	return s.getenv(sandbox.EnvSbx)
 }
 
 func (s *Sandbox) getenv(k string) string {
@@ -57,12 +67,12 @@ type ProbeSandboxInput struct{}
 // ProbeSandboxSupport classifies this node's `sbx` (absent, too old, daemon down, ok) within
 // sandbox.ReadOnlyTimeout. It never fails: the classification is the answer.
 func (s *Sandbox) ProbeSandboxSupport(ctx context.Context, _ ProbeSandboxInput) (sandbox.Support, error) {
-	return sandbox.Probe(ctx, s.getenv(sandbox.EnvSbx), s.getenv("PATH"), s.Env), nil
+	return sandbox.Probe(ctx, s.explicit(), s.getenv("PATH"), s.Env), nil
 }
 
 // Driver is this node's `sbx` driver, its release probed once per executable path.
 func (s *Sandbox) Driver(ctx context.Context) (*sandbox.Driver, error) {
-	path, err := sandbox.Locate(s.getenv(sandbox.EnvSbx), s.getenv("PATH"))
+	path, err := sandbox.Locate(s.explicit(), s.getenv("PATH"))
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("no usable sbx on this node: "+err.Error(), ErrTypeSandboxUnavailable, err)
 	}

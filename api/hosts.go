@@ -13,6 +13,7 @@ import (
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/sandbox"
+	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/workflows"
 )
 
@@ -153,6 +154,10 @@ func (s *Server) controlHost(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	return s.runHostControl(c, h, req)
+}
+
+func (s *Server) runHostControl(c *gin.Context, h domain.RuntimeHost, req HostControlRequest) error {
 	if s.cfg.Hosts == nil {
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "host control is not available in this process"}
 	}
@@ -178,6 +183,40 @@ func (s *Server) controlHost(c *gin.Context) error {
 	}
 	c.JSON(http.StatusOK, res)
 	return nil
+}
+
+// ResetSandboxRequest is the body of POST /v1/sessions/{id}/reset-sandbox.
+type ResetSandboxRequest struct {
+	DiscardChanges bool `json:"discard_changes,omitempty"`
+}
+
+// resetSessionSandbox is the room-scoped reset: it destroys and recreates the sandbox of a
+// session's Dedicated host (its only member). A Shared host's sandbox serves other rooms
+// too, so a room may not reset it; only the host-scope control can.
+func (s *Server) resetSessionSandbox(c *gin.Context) error {
+	var req ResetSandboxRequest
+	if err := decodeOptionalJSON(c, &req); err != nil {
+		return err
+	}
+	hs, err := lookup(c, "session", s.cfg.Store.GetHostSession)
+	if err != nil {
+		return err
+	}
+	if !hs.Config.Sandbox.Enabled {
+		return domain.Refuse("session %s runs host-native; it has no sandbox", hs.RuntimeSessionID)
+	}
+	h, err := s.cfg.Store.HostOfSession(c.Request.Context(), hs.RuntimeSessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return domain.Refuse("session %s has not run yet; it has no sandbox to reset", hs.RuntimeSessionID)
+	}
+	if err != nil {
+		return err
+	}
+	if h.Placement == domain.PlacementShared {
+		return &Error{Status: http.StatusConflict, Code: CodeConflict,
+			Message: "the session runs on a Shared host whose sandbox serves other rooms too; reset it with POST /v1/hosts/" + h.ID.String() + "/control"}
+	}
+	return s.runHostControl(c, h, HostControlRequest{Action: domain.HostResetSandbox, DiscardChanges: req.DiscardChanges})
 }
 
 // sandboxInventory asks one node's worker to classify its sandboxes and owner markers. It

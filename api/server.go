@@ -110,6 +110,7 @@ func New(cfg Config) (*Server, error) {
 	op.GET("/sessions/:id", s.handler(s.getSession))
 	op.POST("/sessions/:id/stop", s.handler(s.stopSession))
 	op.POST("/sessions/:id/restart", s.handler(s.restartSession))
+	op.POST("/sessions/:id/reset-sandbox", s.handler(s.resetSessionSandbox))
 	op.GET("/permissions", s.handler(s.listPermissions))
 	op.GET("/permissions/:id", s.handler(s.getPermission))
 	op.POST("/permissions/:id/decision", s.handler(s.decidePermission))

@@ -241,10 +241,23 @@ func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
 	if err := c.Do(ctx, http.MethodPost, "/v1/hosts/"+host.ID.String()+"/control", map[string]string{"action": "explode"}, nil); !isStatus(err, http.StatusBadRequest) {
 		t.Fatalf("a bad action: %v", err)
 	}
+	// A room may not reset a sandbox that serves other rooms.
+	if err := c.Do(ctx, http.MethodPost, "/v1/sessions/"+s2.String()+"/reset-sandbox", nil, nil); !isStatus(err, http.StatusConflict) {
+		t.Fatalf("room-scoped reset of a Shared host: %v", err)
+	}
+	cli := []string{"JAM_URL=" + e.d.apiURL, "JAM_HOME=" + filepath.Dir(e.d.tokenFile)}
+	if out, err := runJam(t, cli, "host", "list", "--agent", agent.String()); err != nil || !strings.Contains(out, host.SandboxName) {
+		t.Fatalf("jam host list: %v\n%s", err, out)
+	}
+	if out, err := runJam(t, cli, "host", "control", host.ID.String(), "stop"); err != nil || !strings.Contains(out, "stop: 2 member(s)") {
+		t.Fatalf("jam host control: %v\n%s", err, out)
+	}
+	awaitPresence(t, c, s1, domain.PresenceDormant, 10*time.Second)
 }
 
 // Dedicated placement gives every session its own host (named after the session) and its own
-// sandbox; an idle reap releases the lease and the host parks its sandbox.
+// sandbox; a stopped session releases its lease and its host parks the sandbox; a room may
+// reset its own Dedicated sandbox.
 func TestDedicatedHostsAreIsolatedPerSessionAndParkWhenIdle(t *testing.T) {
 	e := startSandboxDev(t)
 	c := e.d.client
@@ -286,5 +299,19 @@ func TestDedicatedHostsAreIsolatedPerSessionAndParkWhenIdle(t *testing.T) {
 			t.Fatalf("parked host %+v lease %+v", x, x.Lease)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+
+	// Room-scoped reset of the live Dedicated session: destroyed once, back in a new one.
+	var res workflows.ControlResult
+	must(t, c.Do(context.Background(), http.MethodPost, "/v1/sessions/"+s2.String()+"/reset-sandbox", nil, &res))
+	if !res.SandboxDestroyed || len(res.Members) != 1 || !res.Members[0].WasLive || e.commands(t, "rm", ids[s2].SandboxName) != 1 {
+		t.Fatalf("reset %+v", res)
+	}
+	awaitPresence(t, c, s2, domain.PresenceLive, 60*time.Second)
+	if n := e.commands(t, "create", ids[s2].SandboxName); n != 2 {
+		t.Fatalf("%d creates", n)
+	}
+	if e.commands(t, "rm", ids[s1].SandboxName) != 0 {
+		t.Fatal("the other session's sandbox was removed")
 	}
 }

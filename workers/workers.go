@@ -42,6 +42,8 @@ type Config struct {
 	Node    string
 	DataDir string
 	Version string
+	// Sbx is the `sbx` executable; "" reads JAM_SBX, else resolves sbx on PATH.
+	Sbx string
 	Logger  *slog.Logger
 	// StopTimeout bounds how long Stop waits for running activities (DefaultStopTimeout).
 	StopTimeout time.Duration
@@ -112,7 +114,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	})
 	registerShared(w.shared, cfg.Store, cfg.Client)
 	layout := domain.Layout{Root: cfg.DataDir}
-	sbx := &activities.Sandbox{Store: cfg.Store, Layout: layout}
+	sbx := &activities.Sandbox{Store: cfg.Store, Layout: layout, Sbx: cfg.Sbx}
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
 	w.node.RegisterActivity(sbx)
 	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Table: w.runtimes, Permissions: w.permissions,

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jam-dev/jam/internal/app"
+	"github.com/jam-dev/jam/internal/sandbox"
 )
 
 // Default addresses (ARCHITECTURE.md §2).
@@ -40,9 +41,11 @@ func finish(o *app.Options, g *globals, cmd *cobra.Command) {
 	o.Version, o.Logger, o.Out = version, g.logger, cmd.OutOrStdout()
 }
 
-func addNodeFlag(fs *pflag.FlagSet, v *string) {
-	fs.StringVar(v, "node", defaultNode(), "this machine's node name (task queue jam.node.<node>)")
+func addNodeFlag(fs *pflag.FlagSet, o *app.Options) {
+	fs.StringVar(&o.Node, "node", defaultNode(), "this machine's node name (task queue jam.node.<node>)")
 	bindEnv(fs, "node", "JAM_NODE")
+	fs.StringVar(&o.Sbx, "sbx", "", "absolute path of the Docker Sandboxes CLI (default: sbx on PATH)")
+	bindEnv(fs, "sbx", sandbox.EnvSbx)
 }
 
 func newDevCmd(g *globals) *cobra.Command {
@@ -77,7 +80,7 @@ Ctrl-C stops the API, then the worker (running activities get 30 s), then Tempor
 	fs.StringVar(&o.UIListen, "ui-listen", defaultUIListen, "Temporal Web UI address (empty disables the UI)")
 	bindEnv(fs, "ui-listen", "JAM_DEV_UI_LISTEN")
 	addNamespaceFlag(fs, &o.Namespace)
-	addNodeFlag(fs, &o.Node)
+	addNodeFlag(fs, &o)
 	fs.StringVar(&o.TemporalDB, "temporal-db", "", "embedded Temporal's SQLite file (default $JAM_HOME/temporal.db)")
 	bindEnv(fs, "temporal-db", "JAM_DEV_TEMPORAL_DB")
 	fs.BoolVar(&o.Ephemeral, "ephemeral", false, "keep Temporal in memory and the store in a temporary file")
@@ -137,6 +140,6 @@ machine that runs agents; a restarted worker with the same node name serves the 
 		},
 	}
 	addProductionFlags(cmd.Flags(), &o)
-	addNodeFlag(cmd.Flags(), &o.Node)
+	addNodeFlag(cmd.Flags(), &o)
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/workflows"
 )
 
 func newSessionCmd(_ *globals) *cobra.Command {
@@ -66,7 +67,22 @@ func newSessionCmd(_ *globals) *cobra.Command {
 			return sessionControl(cf, cmd, args[0], "restart", nil)
 		},
 	}
-	cmd.AddCommand(list, show, stop, restart)
+	var discard bool
+	reset := &cobra.Command{
+		Use:   "reset-sandbox RUNTIME_SESSION_ID",
+		Short: "Destroy and recreate the sandbox of a session's Dedicated host (Shared hosts: jam host control)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := cf.call(cmd, http.MethodPost, "/v1/sessions/"+url.PathEscape(args[0])+"/reset-sandbox",
+				api.ResetSandboxRequest{DiscardChanges: discard})
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(res workflows.ControlResult) error { return printControl(cmd, res) })
+		},
+	}
+	reset.Flags().BoolVar(&discard, "discard-changes", false, "confirm a private clone's changes in the sandbox may be destroyed")
+	cmd.AddCommand(list, show, stop, restart, reset)
 	return cmd
 }
 

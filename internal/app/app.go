@@ -44,7 +44,9 @@ type Options struct {
 	// TemporalLogLevel filters the embedded Temporal server's own logs.
 	TemporalLogLevel slog.Level
 	Node             string
-	Ephemeral        bool
+	// Sbx is the `sbx` executable (--sbx / JAM_SBX); "" resolves sbx on PATH.
+	Sbx       string
+	Ephemeral bool
 	// APIToken is JAM_API_TOKEN; when empty the token file under Home is used.
 	APIToken string
 	Version  string
@@ -208,7 +210,7 @@ func runBand(ctx context.Context, st *store.Store, starter lifecycle.Starter, lo
 func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Store) (*workers.Workers, error) {
 	useBundledTestAgent(o.Logger)
 	return workers.Start(ctx, workers.Config{
-		Client: c, Store: st, Node: o.Node, DataDir: o.Home, Version: o.Version,
+		Client: c, Store: st, Node: o.Node, DataDir: o.Home, Version: o.Version, Sbx: o.Sbx,
 		Logger: o.Logger.With("component", "worker"),
 	})
 }
