@@ -43,8 +43,8 @@ type Config struct {
 	DataDir string
 	Version string
 	// Sbx is the `sbx` executable; "" reads JAM_SBX, else resolves sbx on PATH.
-	Sbx string
-	Logger  *slog.Logger
+	Sbx    string
+	Logger *slog.Logger
 	// StopTimeout bounds how long Stop waits for running activities (DefaultStopTimeout).
 	StopTimeout time.Duration
 	// HeartbeatInterval is how often the node row is refreshed (domain.NodeHeartbeatInterval).

@@ -68,7 +68,9 @@ func newHostEnv(t *testing.T) *hostEnv {
 			return activities.RemoveSandboxResult{Removed: true}, nil
 		})
 	e.env.OnActivity(h.HostScope, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.HostScopeInput) ([]activities.ScopeMember, error) { return e.members, nil })
+		func(context.Context, activities.HostScopeInput) ([]activities.ScopeMember, error) {
+			return e.members, nil
+		})
 	e.env.OnActivity(h.StopMember, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.StopMemberInput) (bool, error) {
 			e.ops = append(e.ops, "stop:"+string(in.Reason))
