@@ -33,6 +33,9 @@ type HostLeases interface {
 	Acquire(ctx context.Context, host, session uuid.UUID) (HostLease, error)
 	// Release drops the member's lease; the last release parks the sandbox.
 	Release(ctx context.Context, host, session uuid.UUID) error
+	// Permit and Unpermit bracket one turn of the member (the checkpoint coordinator).
+	Permit(ctx context.Context, host, session uuid.UUID) error
+	Unpermit(ctx context.Context, host, session uuid.UUID) error
 }
 
 // MemberControl reaches the RoomSession workflows of a host's members.
@@ -231,4 +234,24 @@ func (h *Hosts) StopMember(ctx context.Context, in StopMemberInput) (bool, error
 // RestartMember asks a member to come back live.
 func (h *Hosts) RestartMember(ctx context.Context, in StopMemberInput) error {
 	return h.Members.RestartMember(ctx, in.RuntimeSession)
+}
+
+// TurnPermitInput names a member whose turn starts or ends.
+type TurnPermitInput struct {
+	Host           uuid.UUID `json:"host"`
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+	// Done ends the turn's permit; otherwise one is taken (waiting while a checkpoint holds
+	// the host quiesced).
+	Done bool `json:"done,omitempty"`
+}
+
+// TurnPermit takes or returns a member's turn permit on its host: a checkpoint of the host
+// waits for every permit and holds new ones back until it published.
+func (h *Hosts) TurnPermit(ctx context.Context, in TurnPermitInput) error {
+	stop := heartbeat(ctx)
+	defer stop()
+	if in.Done {
+		return h.Leases.Unpermit(ctx, in.Host, in.RuntimeSession)
+	}
+	return h.Leases.Permit(ctx, in.Host, in.RuntimeSession)
 }

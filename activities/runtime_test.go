@@ -20,6 +20,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
 	"github.com/jam-dev/jam/internal/testsupport/teststore"
 	"github.com/jam-dev/jam/workers"
@@ -28,6 +29,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testagent.Cleanup()
+	fakesbx.Cleanup()
 	os.Exit(code)
 }
 

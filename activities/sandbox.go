@@ -25,6 +25,8 @@ const (
 	ErrTypeOwnershipMismatch = "ownership_mismatch"
 	// ErrTypeSandboxUnavailable: this node has no usable `sbx`.
 	ErrTypeSandboxUnavailable = "sandbox_unavailable"
+	// ErrTypeCredentialMissing: the runtime needs a Docker service secret that is not set.
+	ErrTypeCredentialMissing = "credential_missing"
 	// ErrTypeWorkspaceCorrupt: the host root's manifest is corrupt; it is preserved and the
 	// workspace needs reconciliation.
 	ErrTypeWorkspaceCorrupt = "workspace_needs_reconciliation"
@@ -156,6 +158,9 @@ func (s *Sandbox) EnsureSandbox(ctx context.Context, in EnsureSandboxInput) (Ens
 	if err != nil {
 		return EnsureSandboxResult{}, err
 	}
+	if err := requireCredential(ctx, m.Driver, hs.Config); err != nil {
+		return EnsureSandboxResult{}, err
+	}
 	stop := heartbeat(ctx)
 	res, err := m.Ensure(ctx, plan, in.Fence)
 	stop()
@@ -163,6 +168,25 @@ func (s *Sandbox) EnsureSandbox(ctx context.Context, in EnsureSandboxInput) (Ens
 		return EnsureSandboxResult{}, classify(err)
 	}
 	return EnsureSandboxResult{Name: plan.Name, Created: res.Created, Fenced: res.Fenced}, nil
+}
+
+// requireCredential refuses an api_key runtime whose Docker service secret is not set
+// globally: credentials reach a guest only through Docker's egress proxy, never as env.
+func requireCredential(ctx context.Context, d *sandbox.Driver, c domain.TemplateConfig) error {
+	row, _ := domain.LookupTransport(c.Transport)
+	if row.SecretService == "" || c.Normalized().AuthMode != domain.AuthAPIKey {
+		return nil
+	}
+	ok, err := d.HasGlobalServiceSecret(ctx, row.SecretService)
+	if err != nil {
+		return fmt.Errorf("read sbx service secrets: %w", err)
+	}
+	if !ok {
+		msg := fmt.Sprintf("%s with api_key auth needs a global Docker service secret for %s: run `sbx secret set -g %s`",
+			row.Label, row.SecretService, row.SecretService)
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeCredentialMissing, nil)
+	}
+	return nil
 }
 
 // ProvisionWorkspace makes a member's managed layout and records its state. A corrupt

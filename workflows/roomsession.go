@@ -397,7 +397,8 @@ func (r *roomSession) nodeCtx(ctx workflow.Context, opts workflow.ActivityOption
 
 // hostErrors are acquire failures retrying cannot fix.
 var hostErrors = []string{activities.ErrTypeIncompatibleHost, activities.ErrTypeHostBusy, activities.ErrTypeOwnershipMismatch,
-	activities.ErrTypeSandboxUnavailable, activities.ErrTypeValidation, activities.ErrTypeWorkspaceCorrupt}
+	activities.ErrTypeSandboxUnavailable, activities.ErrTypeValidation, activities.ErrTypeWorkspaceCorrupt,
+	activities.ErrTypeCredentialMissing}
 
 // acquire takes this session's lease on its runtime host (allocating the host on first use);
 // the host's sandbox is created or verified before it returns. The runtime then runs on the
@@ -420,6 +421,25 @@ func (r *roomSession) acquire(ctx workflow.Context, node string) bool {
 	if lease.Node == "" || lease.SandboxName == "" {
 		r.s.LastError = "acquire runtime host: the host named no node or sandbox"
 		r.release(ctx)
+		return false
+	}
+	return true
+}
+
+// permit takes (or, done, returns) this session's turn permit on its runtime host, so a
+// checkpoint of the host runs with every member's turn quiesced. A permit that cannot be
+// taken skips the turn: its messages stay queued.
+func (r *roomSession) permit(ctx workflow.Context, done bool) bool {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Minute, // a checkpoint in progress holds the permit back
+		HeartbeatTimeout:    runtimeHeartbeat,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 5},
+	})
+	err := workflow.ExecuteActivity(actx, r.hosts.TurnPermit, activities.TurnPermitInput{
+		Host: r.s.Host, RuntimeSession: r.in.RuntimeSession, Done: done}).Get(ctx, nil)
+	if err != nil {
+		r.s.LastError = "turn permit: " + errorText(err)
+		workflow.GetLogger(ctx).Warn("turn permit", "runtime_session", r.in.RuntimeSession, "done", done, "error", err)
 		return false
 	}
 	return true
@@ -484,11 +504,17 @@ func (r *roomSession) turn(ctx workflow.Context) {
 		HeartbeatTimeout:    runtimeHeartbeat,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
+	if r.s.Leased && !r.permit(ctx, false) {
+		return
+	}
 	r.s.InTurn = true
 	var out activities.RunTurnResult
 	err := workflow.ExecuteActivity(actx, r.rt.RunTurn, activities.RunTurnInput{RuntimeSession: r.in.RuntimeSession,
 		Generation: r.s.Generation, TurnID: fmt.Sprintf("g%d-t%d", r.s.Generation, r.s.Turns)}).Get(ctx, &out)
 	r.s.InTurn = false
+	if r.s.Leased {
+		r.permit(ctx, true)
+	}
 	r.s.LastActivity = workflow.Now(ctx)
 	if err == nil {
 		r.s.Crashes = 0

@@ -208,7 +208,7 @@ func (r *runtimeHost) nodeCtx(ctx workflow.Context, timeout time.Duration, attem
 		HeartbeatTimeout:       runtimeHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: attempts, MaximumInterval: 30 * time.Second,
 			NonRetryableErrorTypes: []string{activities.ErrTypeOwnershipMismatch, activities.ErrTypeSandboxUnavailable,
-				activities.ErrTypeValidation, activities.ErrTypeWorkspaceCorrupt}},
+				activities.ErrTypeValidation, activities.ErrTypeWorkspaceCorrupt, activities.ErrTypeCredentialMissing}},
 	})
 }
 

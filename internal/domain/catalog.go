@@ -78,6 +78,9 @@ type TransportSpec struct {
 	Cells      []SandboxCell
 	// SandboxAgent is the `sbx create` agent a sandboxed runtime of this transport runs in.
 	SandboxAgent string
+	// SecretService is the Docker service secret (`sbx secret`) an api_key runtime of this
+	// transport needs in a sandbox; "" when none applies.
+	SecretService string
 	// HomeEnv names the variable that points a sandboxed provider at its state directory
 	// (the provider-state mount), "" when the provider has none.
 	HomeEnv string
@@ -108,7 +111,7 @@ var transportCatalog = []TransportSpec{
 	{Transport: TransportCodexAppServer, Label: "Codex", Command: "codex", Args: []string{"app-server"},
 		Provider: ProviderCodex, AuthModes: []AuthMode{AuthProviderLogin, AuthAPIKey},
 		Settings: []string{"model", "reasoning_effort", "approval_policy", "sandbox_mode"},
-		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells, SandboxAgent: "codex", HomeEnv: "CODEX_HOME"},
+		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells, SandboxAgent: "codex", HomeEnv: "CODEX_HOME", SecretService: "openai"},
 	{Transport: TransportCopilotSDK, Label: "GitHub Copilot", Command: "copilot", Args: []string{"--headless", "--no-auto-update", "--stdio"},
 		Provider: ProviderCopilot, AuthModes: []AuthMode{AuthProviderLogin},
 		Settings: []string{"model"},
@@ -116,7 +119,7 @@ var transportCatalog = []TransportSpec{
 	{Transport: TransportClaudeCodeCLI, Label: "Claude Code", Command: "claude",
 		Provider: ProviderClaude, AuthModes: []AuthMode{AuthProviderLogin, AuthAPIKey},
 		Settings: []string{"model", "permission_mode"},
-		Owned:    true, IdlePolicy: IdleKeepAlive, Cells: sevenCells, SandboxAgent: "claude", HomeEnv: "CLAUDE_CONFIG_DIR"},
+		Owned:    true, IdlePolicy: IdleKeepAlive, Cells: sevenCells, SandboxAgent: "claude", HomeEnv: "CLAUDE_CONFIG_DIR", SecretService: "anthropic"},
 	{Transport: TransportACP, Label: "ACP agent", Command: "jam-testagent",
 		Provider: ProviderACP, AuthModes: []AuthMode{AuthAgentManaged},
 		Settings: []string{"model", "mode"},

@@ -65,17 +65,33 @@ func (h *Hosts) Acquire(ctx context.Context, host, session uuid.UUID) (activitie
 
 // Release drops the member's lease. A host whose workflow is not running holds no lease.
 func (h *Hosts) Release(ctx context.Context, host, session uuid.UUID) error {
-	handle, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.RuntimeHostID(host),
-		UpdateName: workflows.UpdateRelease, Args: []any{workflows.LeaseRequest{RuntimeSession: session}},
-		WaitForStage: client.WorkflowUpdateStageCompleted})
+	err := h.update(ctx, host, session, workflows.UpdateRelease)
 	if workflows.IsNoSession(err) {
 		return nil
 	}
+	return err
+}
+
+// Permit takes a turn permit for the member; it waits while a checkpoint holds the host.
+func (h *Hosts) Permit(ctx context.Context, host, session uuid.UUID) error {
+	return h.update(ctx, host, session, workflows.UpdatePermit)
+}
+
+// Unpermit returns the member's turn permit.
+func (h *Hosts) Unpermit(ctx context.Context, host, session uuid.UUID) error {
+	return h.update(ctx, host, session, workflows.UpdateUnpermit)
+}
+
+// update sends a member's update to a running host workflow.
+func (h *Hosts) update(ctx context.Context, host, session uuid.UUID, name string) error {
+	handle, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.RuntimeHostID(host),
+		UpdateName: name, Args: []any{workflows.LeaseRequest{RuntimeSession: session}},
+		WaitForStage: client.WorkflowUpdateStageCompleted})
 	if err == nil {
 		err = handle.Get(ctx, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("release runtime host %s: %w", host, err)
+		return fmt.Errorf("%s runtime host %s: %w", name, host, err)
 	}
 	return nil
 }

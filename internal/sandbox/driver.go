@@ -7,6 +7,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -246,3 +247,93 @@ func (d *Driver) HasGlobalServiceSecret(ctx context.Context, service string) (bo
 }
 
 var serviceName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+// PolicyCheckTimeout bounds one network policy check (ARCHITECTURE.md §5).
+const PolicyCheckTimeout = 15 * time.Second
+
+// networkTarget is a host name, optionally with a port: nothing a shell or the CLI could read
+// as a flag.
+var networkTarget = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,252})(:[0-9]{1,5})?$`)
+
+func validTargets(targets []string) error {
+	if len(targets) == 0 {
+		return &domain.ValidationError{Field: "targets", Detail: "at least one network target"}
+	}
+	for _, t := range targets {
+		if !networkTarget.MatchString(t) {
+			return &domain.ValidationError{Field: "targets", Detail: fmt.Sprintf("%q is not a host[:port]", domain.Truncate(t, 80))}
+		}
+	}
+	return nil
+}
+
+// policyArgs is `policy VERB network` scoped to one sandbox in the probed release's syntax.
+func (d *Driver) policyArgs(verb, name string, rest ...string) ([]string, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	args := append([]string{"policy", verb, "network"}, d.PolicySandboxArgs(name)...)
+	return append(args, rest...), nil
+}
+
+// PolicyAllowNetwork allows the sandbox to reach targets (`sbx policy allow network`).
+func (d *Driver) PolicyAllowNetwork(ctx context.Context, name string, targets []string) error {
+	if err := validTargets(targets); err != nil {
+		return err
+	}
+	args, err := d.policyArgs("allow", name, strings.Join(targets, ","))
+	if err != nil {
+		return err
+	}
+	_, err = d.run(ctx, LifecycleTimeout, nil, args...)
+	return err
+}
+
+// PolicyRemoveNetwork removes the sandbox's rule for one target (`sbx policy rm network
+// --resource`); Jam removes only rules it proved it created.
+func (d *Driver) PolicyRemoveNetwork(ctx context.Context, name, target string) error {
+	if err := validTargets([]string{target}); err != nil {
+		return err
+	}
+	args, err := d.policyArgs("rm", name, "--resource", target)
+	if err != nil {
+		return err
+	}
+	_, err = d.run(ctx, LifecycleTimeout, nil, args...)
+	return err
+}
+
+// PolicyCheckNetwork reports whether the sandbox may reach target under the effective
+// policy (`sbx policy check network --json`).
+func (d *Driver) PolicyCheckNetwork(ctx context.Context, name, target string) (bool, error) {
+	if err := validTargets([]string{target}); err != nil {
+		return false, err
+	}
+	args, err := d.policyArgs("check", name, "--json", target)
+	if err != nil {
+		return false, err
+	}
+	out, err := d.run(ctx, PolicyCheckTimeout, nil, args...)
+	if err != nil {
+		return false, err
+	}
+	var res struct {
+		Allowed *bool `json:"allowed"`
+	}
+	body := lastJSONLine(out)
+	if err := json.Unmarshal(body, &res); err != nil || res.Allowed == nil {
+		return false, fmt.Errorf("%w: policy check printed %q", ErrUnparsable, truncate(out))
+	}
+	return *res.Allowed, nil
+}
+
+// lastJSONLine is the last line of out that starts a JSON object (notices may precede it).
+func lastJSONLine(out []byte) []byte {
+	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := bytes.TrimSpace(lines[i]); len(l) > 0 && l[0] == '{' {
+			return l
+		}
+	}
+	return nil
+}

@@ -260,3 +260,42 @@ func TestRemovingAnAbsentSandboxDropsOnlyItsMarker(t *testing.T) {
 		t.Fatalf("marker left: %v", err)
 	}
 }
+
+func TestNetworkPolicyAndServiceSecretsGoThroughTheDriver(t *testing.T) {
+	ctx := context.Background()
+	d := newDriver(t, "noise", "FAKESBX_SECRETS=global:openai,jam-x:anthropic")
+	if _, err := d.ProbeVersion(ctx); err != nil {
+		t.Fatal(err)
+	}
+	name := sandbox.DeriveName("jam", uuid.New(), uuid.New())
+	if err := d.Create(ctx, sandbox.CreateSpec{Name: name, Agent: "shell"}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := d.PolicyCheckNetwork(ctx, name, "api.openai.com"); err != nil || ok {
+		t.Fatalf("before allow: %v %v", ok, err)
+	}
+	if err := d.PolicyAllowNetwork(ctx, name, []string{"api.openai.com", "github.com:443"}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := d.PolicyCheckNetwork(ctx, name, "github.com:443"); err != nil || !ok {
+		t.Fatalf("after allow: %v %v", ok, err)
+	}
+	if err := d.PolicyRemoveNetwork(ctx, name, "github.com:443"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := d.PolicyCheckNetwork(ctx, name, "github.com:443"); ok {
+		t.Fatal("the removed rule still allows")
+	}
+	for _, bad := range []string{"--all", "a b", "", "x;rm"} {
+		if err := d.PolicyAllowNetwork(ctx, name, []string{bad}); err == nil {
+			t.Errorf("target %q reached sbx", bad)
+		}
+	}
+	// Only a global row counts; a sandbox-scoped secret for another service does not.
+	if ok, err := d.HasGlobalServiceSecret(ctx, "openai"); err != nil || !ok {
+		t.Fatalf("openai: %v %v", ok, err)
+	}
+	if ok, err := d.HasGlobalServiceSecret(ctx, "anthropic"); err != nil || ok {
+		t.Fatalf("anthropic: %v %v", ok, err)
+	}
+}

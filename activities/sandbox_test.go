@@ -1,0 +1,111 @@
+package activities_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
+	"github.com/jam-dev/jam/internal/testsupport/teststore"
+)
+
+// sandboxWorld is one sandboxed Codex session with its allocated Dedicated host, and the
+// node's sandbox activities over the real driver and a fake sbx.
+type sandboxWorld struct {
+	st      *store.Store
+	acts    *activities.Sandbox
+	env     *testsuite.TestActivityEnvironment
+	host    domain.RuntimeHost
+	session uuid.UUID
+}
+
+func newSandboxWorld(t *testing.T, auth domain.AuthMode, sbxEnv ...string) *sandboxWorld {
+	t.Helper()
+	ctx := context.Background()
+	st := teststore.SQLite(t)
+	now := time.Now()
+	a, err := st.CreateAgent(ctx, domain.Agent{ID: uuid.New(), Name: "coder", Kind: domain.AgentOwned, CreatedAt: now}, "")
+	require.NoError(t, err)
+	cfg := domain.TemplateConfig{Alias: "default", Transport: domain.TransportCodexAppServer, AuthMode: auth,
+		Sandbox: domain.SandboxConfig{Enabled: true}}.Normalized()
+	tmpl, err := st.CreateTemplate(ctx, domain.Template{ID: uuid.New(), AgentID: a.ID, Config: cfg, CreatedAt: now})
+	require.NoError(t, err)
+	room, err := st.CreateRoom(ctx, domain.Room{ID: uuid.New(), Name: "lab", CreatedAt: now})
+	require.NoError(t, err)
+	m, err := st.AddAgentToRoom(ctx, room.ID, a.ID, now)
+	require.NoError(t, err)
+	session := m.Session.RuntimeSessionID
+	alloc, err := st.AllocateHost(ctx, store.AllocateRequest{AgentID: a.ID, TemplateID: tmpl.ID, RuntimeSession: session,
+		Placement: domain.PlacementDedicated, Node: "n1", Sandboxed: true, Compatibility: domain.CompatibilityFingerprint(cfg, ""),
+		SandboxName: func(h uuid.UUID) string { return activities.SandboxName(a.ID, h) }, At: now})
+	require.NoError(t, err)
+	env := fakesbx.Env(t, "", sbxEnv...)
+	acts := &activities.Sandbox{Sbx: fakesbx.Binary(t), Env: env, Store: st, Layout: domain.Layout{Root: t.TempDir()}}
+	var suite testsuite.WorkflowTestSuite
+	aenv := suite.NewTestActivityEnvironment()
+	aenv.RegisterActivity(acts)
+	return &sandboxWorld{st: st, acts: acts, env: aenv, host: alloc.Host, session: session}
+}
+
+func (w *sandboxWorld) ensure() (activities.EnsureSandboxResult, error) {
+	v, err := w.env.ExecuteActivity(w.acts.EnsureSandbox, activities.EnsureSandboxInput{Host: w.host.ID, Session: w.session})
+	if err != nil {
+		return activities.EnsureSandboxResult{}, err
+	}
+	var out activities.EnsureSandboxResult
+	return out, v.Get(&out)
+}
+
+func TestAnAPIKeyRuntimeNeedsItsGlobalServiceSecretBeforeASandboxIsMade(t *testing.T) {
+	w := newSandboxWorld(t, domain.AuthAPIKey)
+	_, err := w.ensure()
+	var app *temporal.ApplicationError
+	require.ErrorAs(t, err, &app)
+	require.Equal(t, activities.ErrTypeCredentialMissing, app.Type())
+	require.Contains(t, app.Error(), "sbx secret set -g openai")
+
+	ok := newSandboxWorld(t, domain.AuthAPIKey, "FAKESBX_SECRETS=global:openai")
+	res, err := ok.ensure()
+	require.NoError(t, err)
+	require.True(t, res.Created)
+	require.Equal(t, ok.host.SandboxName, res.Name)
+}
+
+func TestEnsureSandboxProvisionsTheManagedLayoutFirstAndPreservesACorruptManifest(t *testing.T) {
+	w := newSandboxWorld(t, domain.AuthProviderLogin)
+	res, err := w.ensure()
+	require.NoError(t, err)
+	require.True(t, res.Created)
+	root := w.acts.Layout.RuntimeHostRoot(w.host.ID)
+	for _, dir := range []string{"workspace-root/sessions/" + w.session.String(), "provider-state/codex", "recovery"} {
+		st, err := os.Stat(filepath.Join(root, dir))
+		require.NoError(t, err, dir)
+		require.Equal(t, os.FileMode(0o700), st.Mode().Perm(), dir)
+	}
+	again, err := w.ensure()
+	require.NoError(t, err)
+	require.False(t, again.Created, "a retry reuses the verified sandbox")
+
+	// A manifest that names another owner is evidence: kept byte for byte, never used.
+	corrupt := []byte(`{"version":1,"runtime_host":"` + uuid.NewString() + `"}`)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "manifest.json"), corrupt, 0o600))
+	_, err = w.ensure()
+	var app *temporal.ApplicationError
+	require.ErrorAs(t, err, &app)
+	require.Equal(t, activities.ErrTypeWorkspaceCorrupt, app.Type())
+	kept, _ := os.ReadFile(filepath.Join(root, "manifest.json"))
+	require.Equal(t, corrupt, kept)
+	var state string
+	require.NoError(t, w.st.DB().QueryRow(`SELECT state FROM managed_workspaces WHERE id = ?`, w.session.String()).Scan(&state))
+	require.Equal(t, string(domain.WorkspaceNeedsReconciliation), state)
+}
