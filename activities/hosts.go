@@ -89,7 +89,19 @@ func (h *Hosts) AcquireHost(ctx context.Context, in AcquireHostInput) (HostLease
 	}
 	stop := heartbeat(ctx)
 	defer stop()
-	return h.Leases.Acquire(ctx, alloc.Host.ID, hs.RuntimeSessionID)
+	lease, err := h.Leases.Acquire(ctx, alloc.Host.ID, hs.RuntimeSessionID)
+	return lease, typed(err)
+}
+
+// typed returns the ApplicationError inside a workflow's answer as the activity's own error,
+// so its type (host_busy, ownership_mismatch, ...) reaches the calling workflow: Temporal
+// types an activity failure by the outermost error only.
+func typed(err error) error {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app
+	}
+	return err
 }
 
 // ReleaseHostInput names a member whose lease ends.
@@ -100,7 +112,7 @@ type ReleaseHostInput struct {
 
 // ReleaseHost drops the member's lease.
 func (h *Hosts) ReleaseHost(ctx context.Context, in ReleaseHostInput) error {
-	return h.Leases.Release(ctx, in.Host, in.RuntimeSession)
+	return typed(h.Leases.Release(ctx, in.Host, in.RuntimeSession))
 }
 
 // LoadHostInput names a runtime host.
@@ -228,12 +240,13 @@ type StopMemberInput struct {
 func (h *Hosts) StopMember(ctx context.Context, in StopMemberInput) (bool, error) {
 	stop := heartbeat(ctx)
 	defer stop()
-	return h.Members.StopMember(ctx, in.RuntimeSession, in.Reason)
+	wasLive, err := h.Members.StopMember(ctx, in.RuntimeSession, in.Reason)
+	return wasLive, typed(err)
 }
 
 // RestartMember asks a member to come back live.
 func (h *Hosts) RestartMember(ctx context.Context, in StopMemberInput) error {
-	return h.Members.RestartMember(ctx, in.RuntimeSession)
+	return typed(h.Members.RestartMember(ctx, in.RuntimeSession))
 }
 
 // TurnPermitInput names a member whose turn starts or ends.
@@ -251,7 +264,7 @@ func (h *Hosts) TurnPermit(ctx context.Context, in TurnPermitInput) error {
 	stop := heartbeat(ctx)
 	defer stop()
 	if in.Done {
-		return h.Leases.Unpermit(ctx, in.Host, in.RuntimeSession)
+		return typed(h.Leases.Unpermit(ctx, in.Host, in.RuntimeSession))
 	}
-	return h.Leases.Permit(ctx, in.Host, in.RuntimeSession)
+	return typed(h.Leases.Permit(ctx, in.Host, in.RuntimeSession))
 }

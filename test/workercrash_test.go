@@ -3,13 +3,16 @@ package test
 import (
 	"context"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/devserver"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
 	"github.com/jam-dev/jam/internal/testsupport/testdb"
@@ -84,4 +87,69 @@ func TestAWorkerKilledMidTurnAnswersTheMessageExactlyOnce(t *testing.T) {
 		t.Fatalf("worker exited %d after Ctrl-C", code)
 	}
 	awaitChildren(t, 0, exe, 0, 5*time.Second)
+}
+
+// The production shape with the worker killed while `sbx create` has made the sandbox but
+// before Jam published its owner marker: the restarted worker converges on that one sandbox
+// (no second create, no second owner) and the queued message is answered.
+func TestAWorkerKilledBetweenSandboxCreateAndItsMarkerConvergesOnOneSandbox(t *testing.T) {
+	dbURL := testdb.PostgresURL(t)
+	ts := temporaltest.Start(t)
+	const token = "crash-test-token"
+	listen, err := devserver.FreeAddress("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"JAM_DATABASE_URL=" + dbURL, "JAM_TEMPORAL_ADDRESS=" + ts.FrontendAddress()}
+	if out, err := runJam(t, base, "migrate", "up"); err != nil {
+		t.Fatalf("migrate up: %v\n%s", err, out)
+	}
+	startJam(t, append(base, "JAM_HOME="+t.TempDir(), "JAM_API_TOKEN="+token), "server", "--listen", listen)
+	apiURL := "http://" + listen
+	waitHTTP(t, apiURL+"/readyz", http.StatusOK, 30*time.Second)
+	c := apiClient(apiURL, token)
+
+	e := sandboxEnv{home: filepath.Join(t.TempDir(), "node-w1"), state: t.TempDir(), log: filepath.Join(t.TempDir(), "sbx.log")}
+	workerEnv := append(append(base, "JAM_HOME="+e.home, "FAKESBX_STATE="+e.state, "FAKESBX_LOG="+e.log),
+		ownedEnv(t, t.TempDir())...)
+	worker := startJam(t, append(workerEnv, "FAKESBX_HANG_AFTER_CREATE=60"), "worker", "--node", "w1", "--sbx", fakesbx.Binary(t))
+	agent := sandboxedAgent(t, c, "boxed", domain.PlacementDedicated)
+	room, session := roomWith(t, c, "lab", agent)
+	m := postText(t, c, room.ID, "hello from before the crash")
+
+	deadline := time.Now().Add(60 * time.Second)
+	for len(e.sandboxes(t)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox was never created")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	name := session.String()
+	hosts := hostsOf(t, c, agent)
+	if len(hosts) != 1 || hosts[0].ID.String() != name {
+		t.Fatalf("hosts %+v", hosts)
+	}
+	marker := filepath.Join(e.home, "cfg", "sandbox-owners", hosts[0].SandboxName+".json")
+	if b, err := os.ReadFile(marker); err != nil || !strings.Contains(string(b), `"pending": true`) {
+		t.Fatalf("before the crash the marker is the pending intent: %v %s", err, b)
+	}
+	if err := worker.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-worker.exited
+
+	worker2 := startJam(t, workerEnv, "worker", "--node", "w1", "--sbx", fakesbx.Binary(t))
+	awaitReply(t, c, m, 120*time.Second)
+	if n := e.commands(t, "create", ""); n != 1 || len(e.sandboxes(t)) != 1 {
+		t.Fatalf("%d creates, sandboxes %v: want the one sandbox", n, e.sandboxes(t))
+	}
+	if b, err := os.ReadFile(marker); err != nil || strings.Contains(string(b), `"pending"`) {
+		t.Fatalf("after converging the marker is published: %v %s", err, b)
+	}
+	if len(hostsOf(t, c, agent)) != 1 {
+		t.Fatal("a second host was allocated")
+	}
+	if code := worker2.interrupt(45 * time.Second); code != 0 {
+		t.Fatalf("worker exited %d after Ctrl-C", code)
+	}
 }

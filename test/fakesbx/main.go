@@ -12,7 +12,9 @@
 // line before its JSON), bare (ls prints a bare array, as old releases did), nonce (every exec
 // first overwrites the guest's owner marker with a nonce Jam did not write, as a tampering
 // guest would), stop (stop fails); FAKESBX_SLOW_CREATE seconds create sleeps before it
-// finishes. FAKESBX_LOG, when set, is a file every invocation's arguments are appended to (a
+// finishes; FAKESBX_HANG_AFTER_CREATE seconds it waits after the sandbox exists before it
+// reports success (the window in which a killed worker leaves a sandbox without its marker).
+// FAKESBX_LOG, when set, is a file every invocation's arguments are appended to (a
 // line each), so tests can prove what was and was not run. FAKESBX_SECRETS is the `secret ls` table: a comma list of SCOPE:SERVICE
 // (scope "global" or a sandbox name); secret values are never stored.
 package main
@@ -198,6 +200,9 @@ func (s store) create(args []string) {
 	}
 	now := time.Now().UTC()
 	s.save(sandbox{Name: name, ID: "fake-" + name, Agent: agent, Status: "running", Workspaces: paths, CreatedAt: now, LastUsedAt: now})
+	if secs, _ := strconv.Atoi(os.Getenv("FAKESBX_HANG_AFTER_CREATE")); secs > 0 {
+		time.Sleep(time.Duration(secs) * time.Second) // made, but not yet reported: a crash window
+	}
 	fmt.Println(name)
 }
 
