@@ -149,23 +149,31 @@ type MarkMemberInput struct {
 	HostState      domain.RuntimeHostState `json:"host_state,omitempty"`
 }
 
+// MarkMemberResult says whether the host's record is gone (its agent was deleted).
+type MarkMemberResult struct {
+	HostGone bool `json:"host_gone"`
+}
+
 // MarkMember persists membership and host state; a member or host already gone is done.
-func (h *Hosts) MarkMember(ctx context.Context, in MarkMemberInput) error {
+func (h *Hosts) MarkMember(ctx context.Context, in MarkMemberInput) (MarkMemberResult, error) {
 	now := time.Now()
 	if in.Membership != "" {
 		if err := h.Store.SetMembershipState(ctx, in.RuntimeSession, in.Membership, now); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
+			return MarkMemberResult{}, err
 		}
 	}
 	if in.HostState != "" {
-		if err := h.Store.SetHostState(ctx, in.Host, in.HostState, now); err != nil && !errors.Is(err, store.ErrNotFound) {
-			if errors.Is(err, store.ErrConflict) {
-				return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHostScope, err)
-			}
-			return err
+		err := h.Store.SetHostState(ctx, in.Host, in.HostState, now)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return MarkMemberResult{HostGone: true}, nil
+		case errors.Is(err, store.ErrConflict):
+			return MarkMemberResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHostScope, err)
+		case err != nil:
+			return MarkMemberResult{}, err
 		}
 	}
-	return nil
+	return MarkMemberResult{}, nil
 }
 
 // HostScopeInput names the host and the control about to act on it.

@@ -213,19 +213,23 @@ func ProvisionWorkspace(ctx context.Context, st *store.Store, l domain.Layout, h
 	return perr
 }
 
-// HostSandboxInput names a runtime host whose sandbox is parked or removed.
+// HostSandboxInput names a runtime host whose sandbox is parked or removed. The workflow
+// passes the owner it loaded (agent and sandbox name), so a host whose record is gone (its
+// agent was deleted) can still have its sandbox parked after ownership proof.
 type HostSandboxInput struct {
-	Host uuid.UUID `json:"host"`
+	Host    uuid.UUID `json:"host"`
+	AgentID uuid.UUID `json:"agent_id,omitempty"`
+	Name    string    `json:"name,omitempty"`
 }
 
 // ParkSandbox stops the host's sandbox after proving it is Jam's (plan by owner and name,
 // guest nonce). An absent or stopped sandbox is already parked.
 func (s *Sandbox) ParkSandbox(ctx context.Context, in HostSandboxInput) error {
-	h, m, err := s.hostManager(ctx, in.Host)
+	owner, name, m, err := s.hostManager(ctx, in)
 	if err != nil {
 		return err
 	}
-	return classify(m.Park(ctx, OwnerOf(h), h.SandboxName))
+	return classify(m.Park(ctx, owner, name))
 }
 
 // RemoveSandboxResult says whether a sandbox was destroyed.
@@ -236,24 +240,29 @@ type RemoveSandboxResult struct {
 // RemoveSandbox destroys the host's sandbox once its plan and guest nonce agree. A sandbox
 // Docker no longer has only loses its marker.
 func (s *Sandbox) RemoveSandbox(ctx context.Context, in HostSandboxInput) (RemoveSandboxResult, error) {
-	h, m, err := s.hostManager(ctx, in.Host)
+	owner, name, m, err := s.hostManager(ctx, in)
 	if err != nil {
 		return RemoveSandboxResult{}, err
 	}
-	removed, err := m.Remove(ctx, OwnerOf(h), h.SandboxName)
+	removed, err := m.Remove(ctx, owner, name)
 	return RemoveSandboxResult{Removed: removed}, classify(err)
 }
 
-func (s *Sandbox) hostManager(ctx context.Context, host uuid.UUID) (domain.RuntimeHost, *sandbox.Manager, error) {
-	h, err := s.Store.GetRuntimeHost(ctx, host)
-	if err != nil {
-		return h, nil, err
-	}
-	if !h.Sandboxed || h.SandboxName == "" {
-		return h, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("runtime host %s has no sandbox", host), ErrTypeValidation, nil)
+func (s *Sandbox) hostManager(ctx context.Context, in HostSandboxInput) (sandbox.OwnerKey, string, *sandbox.Manager, error) {
+	owner := sandbox.OwnerKey{Kind: sandbox.OwnerRuntimeHost, AgentID: in.AgentID, ID: in.Host}
+	name := in.Name
+	if name == "" || in.AgentID == uuid.Nil {
+		h, err := s.Store.GetRuntimeHost(ctx, in.Host)
+		if err != nil {
+			return owner, "", nil, err
+		}
+		if !h.Sandboxed || h.SandboxName == "" {
+			return owner, "", nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("runtime host %s has no sandbox", in.Host), ErrTypeValidation, nil)
+		}
+		owner, name = OwnerOf(h), h.SandboxName
 	}
 	m, err := s.manager(ctx)
-	return h, m, err
+	return owner, name, m, err
 }
 
 // SandboxInventoryInput is empty; the node is chosen by the task queue.

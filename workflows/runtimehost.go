@@ -99,6 +99,7 @@ type runtimeHost struct {
 	host        activities.LoadHostResult
 	busy        bool // a sandbox operation runs
 	loaded      bool // the host record is read
+	gone        bool // the host record was deleted and the sandbox is parked
 	controlling bool
 	hosts       *activities.Hosts
 	sbx         *activities.Sandbox
@@ -141,7 +142,10 @@ func RuntimeHost(ctx workflow.Context, in RuntimeHostInput) error {
 			return err // cancelled by an operator
 		}
 		if parkable() {
-			r.park(ctx)
+			if r.park(ctx); r.gone && len(r.s.Leases) == 0 {
+				_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+				return nil
+			}
 			continue
 		}
 		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && !r.busy && !r.controlling })
@@ -220,6 +224,11 @@ func (r *runtimeHost) jamCtx(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// sandboxInput names the sandbox by the owner this run loaded.
+func (r *runtimeHost) sandboxInput() activities.HostSandboxInput {
+	return activities.HostSandboxInput{Host: r.in.Host, AgentID: r.host.AgentID, Name: r.host.SandboxName}
+}
+
 // lockSandbox serializes sandbox operations (create, verify, park, destroy), once the host
 // record is read.
 func (r *runtimeHost) lockSandbox(ctx workflow.Context) error {
@@ -283,15 +292,19 @@ func (r *runtimeHost) park(ctx workflow.Context) {
 		return // a member arrived while the lock was taken
 	}
 	err := workflow.ExecuteActivity(r.nodeCtx(ctx, sandboxLifecycleTimeout, 3), r.sbx.ParkSandbox,
-		activities.HostSandboxInput{Host: r.in.Host}).Get(ctx, nil)
+		r.sandboxInput()).Get(ctx, nil)
 	if err != nil {
 		r.s.ParkFailed, r.s.LastError = true, "park sandbox: "+errorText(err)
 		workflow.GetLogger(ctx).Warn("sandbox park failed; retrying", "host", r.in.Host, "error", err)
 		return
 	}
 	r.s.Ready, r.s.ParkFailed, r.s.LastError = false, false, ""
+	var out activities.MarkMemberResult
 	_ = workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.MarkMember, activities.MarkMemberInput{Host: r.in.Host,
-		HostState: domain.HostParked}).Get(ctx, nil)
+		HostState: domain.HostParked}).Get(ctx, &out)
+	// A host whose record is gone (its agent was deleted) has nothing left to serve once its
+	// sandbox is parked; its sandbox and files are cleanup's.
+	r.gone = out.HostGone
 }
 
 // sandboxLifecycleTimeout bounds one park or destroy (sbx lifecycle commands: 300 s each,
@@ -337,11 +350,11 @@ func (r *runtimeHost) control(ctx workflow.Context, req ControlRequest) (Control
 	if action == domain.HostResetSandbox {
 		var out activities.RemoveSandboxResult
 		err = workflow.ExecuteActivity(r.nodeCtx(ctx, sandboxLifecycleTimeout, 3), r.sbx.RemoveSandbox,
-			activities.HostSandboxInput{Host: r.in.Host}).Get(ctx, &out)
+			r.sandboxInput()).Get(ctx, &out)
 		res.SandboxDestroyed = out.Removed
 	} else {
 		err = workflow.ExecuteActivity(r.nodeCtx(ctx, sandboxLifecycleTimeout, 3), r.sbx.ParkSandbox,
-			activities.HostSandboxInput{Host: r.in.Host}).Get(ctx, nil)
+			r.sandboxInput()).Get(ctx, nil)
 	}
 	r.busy = false
 	if err != nil {

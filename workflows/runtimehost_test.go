@@ -23,8 +23,10 @@ type hostEnv struct {
 	ops     []string
 	members []activities.ScopeMember
 	live    map[uuid.UUID]bool
-	// parkErr fails the next n parks.
+	// parkFails fails the next n parks.
 	parkFails int
+	// hostGone: the host's record was deleted (its agent was).
+	hostGone bool
 }
 
 func newHostEnv(t *testing.T) *hostEnv {
@@ -37,11 +39,11 @@ func newHostEnv(t *testing.T) *hostEnv {
 	e.env.OnActivity(h.LoadHost, mock.Anything, mock.Anything).Return(activities.LoadHostResult{Node: "n1",
 		Placement: domain.PlacementShared, State: domain.HostProvisioning, SandboxName: "jam-0123456789abcdef"}, nil)
 	e.env.OnActivity(h.MarkMember, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.MarkMemberInput) error {
+		func(_ context.Context, in activities.MarkMemberInput) (activities.MarkMemberResult, error) {
 			if in.HostState != "" {
 				e.ops = append(e.ops, "host:"+string(in.HostState))
 			}
-			return nil
+			return activities.MarkMemberResult{HostGone: e.hostGone && in.HostState != ""}, nil
 		})
 	e.env.OnActivity(sb.EnsureSandbox, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.EnsureSandboxInput) (activities.EnsureSandboxResult, error) {
@@ -197,6 +199,24 @@ func TestAQuiesceWaitsForRunningTurnsAndHoldsNewOnesBack(t *testing.T) {
 	want := []string{"first turn ends", "quiesced", "second turn"}
 	if !equalOps(order, want) {
 		t.Fatalf("order %v, want %v", order, want)
+	}
+}
+
+// A host whose agent was deleted still parks its sandbox (by the owner it loaded) when its
+// last member leaves, and then its workflow ends.
+func TestAHostWhoseRecordIsGoneParksThenEnds(t *testing.T) {
+	e := newHostEnv(t)
+	a := uuid.New()
+	var errs [2]error
+	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.env.RegisterDelayedCallback(func() { e.hostGone = true }, 2*time.Second)
+	e.update(3*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a}, &errs[1])
+	e.env.ExecuteWorkflow(RuntimeHost, RuntimeHostInput{Host: e.host})
+	if !e.env.IsWorkflowCompleted() || e.env.GetWorkflowError() != nil {
+		t.Fatalf("completed %v, error %v", e.env.IsWorkflowCompleted(), e.env.GetWorkflowError())
+	}
+	if want := []string{"ensure+fence", "host:active", "park", "host:parked"}; !equalOps(e.ops, want) {
+		t.Fatalf("ops %v, want %v", e.ops, want)
 	}
 }
 
