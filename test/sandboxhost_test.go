@@ -314,4 +314,14 @@ func TestDedicatedHostsAreIsolatedPerSessionAndParkWhenIdle(t *testing.T) {
 	if e.commands(t, "rm", ids[s1].SandboxName) != 0 {
 		t.Fatal("the other session's sandbox was removed")
 	}
+
+	// Deleting the agent stops its rooms; the sandbox of the live one is parked (ownership
+	// proven by the marker the host loaded), and its files stay for cleanup.
+	must(t, c.Do(context.Background(), http.MethodDelete, "/v1/agents/"+agent.String(), nil, nil))
+	for deadline := time.Now().Add(30 * time.Second); e.sandboxes(t)[ids[s2].SandboxName] != "stopped"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted agent's sandbox still runs: %v", e.sandboxes(t))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
