@@ -48,8 +48,11 @@ ci:
 ##        - RoomSession: live turn overhead and wake (p50/p95 ms), 10,000 dormant rooms (bind
 ##          time, child processes, RSS), 50 rooms messaged at once (turns/s); JSON report in
 ##          bench/roomsession.json (JAM_BENCH_ROOMS=N for fewer rooms)
+##        - checkpoint of a 10,000-file, 1 GiB provider state: first generation vs `cp -a`, second
+##          generation after 1% of the files changed vs the first; bench/checkpoint.json
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/store/
 	$(GO) test -run '^$$' -bench PostToEventStream -benchtime 600x ./api/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/provider/acp/
+	JAM_BENCH=1 $(GO) test -count=1 -run '^TestCheckpointBenchmark$$' -timeout 20m -v ./internal/checkpoint/
 	JAM_BENCH=1 $(GO) test -count=1 -run '^TestRoomSessionBenchmark$$' -timeout 60m -v ./test/

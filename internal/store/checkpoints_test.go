@@ -1,0 +1,77 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// A crash between complete.json and the record is repaired by an exact retry; a record never
+// changes under its id; the newest resume observation supersedes older ones, which are kept.
+func TestCheckpointRecordsAreImmutableAndExactRetriesAreRepairs(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		a := newAgent(t, s)
+		host := newHost(t, s, a, domain.PlacementDedicated)
+		session := uuid.New()
+		c := domain.ProviderCheckpoint{ID: uuid.New(), RuntimeHostID: host, Reason: domain.CheckpointBeforeStop,
+			Provider: domain.ProviderACP, ProviderVersion: "0.1.0",
+			Sessions:         []domain.CheckpointSession{{RuntimeSession: session, ProviderSessionID: "sess-1"}},
+			ManifestChecksum: "abc", PayloadBytes: 42, CreatedAt: time.Now()}
+		if ins, err := s.InsertCheckpoint(ctx, c); err != nil || !ins {
+			t.Fatalf("insert %v %v", ins, err)
+		}
+		if ins, err := s.InsertCheckpoint(ctx, c); err != nil || ins {
+			t.Fatalf("exact retry %v %v", ins, err)
+		}
+		changed := c
+		changed.ManifestChecksum = "other"
+		if _, err := s.InsertCheckpoint(ctx, changed); !errors.Is(err, ErrCheckpointChanged) {
+			t.Fatalf("changed record: %v", err)
+		}
+		got, err := s.GetCheckpoint(ctx, c.ID)
+		if err != nil || got.ManifestChecksum != "abc" || len(got.Sessions) != 1 || got.Sessions[0].ProviderSessionID != "sess-1" {
+			t.Fatalf("get %+v %v", got, err)
+		}
+		newer := c
+		newer.ID, newer.CreatedAt = uuid.New(), c.CreatedAt.Add(time.Minute)
+		if _, err := s.InsertCheckpoint(ctx, newer); err != nil {
+			t.Fatal(err)
+		}
+		if list, err := s.ListCheckpoints(ctx, host); err != nil || len(list) != 2 || list[0].ID != newer.ID {
+			t.Fatalf("list %+v %v", list, err)
+		}
+
+		failed := domain.ResumeObservation{ID: uuid.New(), CheckpointID: c.ID, RuntimeSession: session,
+			ExpectedProviderSessionID: "sess-1", Outcome: domain.ResumeFailed, Detail: "stream error", RecordedAt: time.Now()}
+		if err := s.RecordResumeObservation(ctx, failed); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordResumeObservation(ctx, failed); err != nil {
+			t.Fatalf("exact retry: %v", err)
+		}
+		other := failed
+		other.Outcome = domain.ResumeSucceeded
+		if err := s.RecordResumeObservation(ctx, other); !errors.Is(err, ErrConflict) {
+			t.Fatalf("a rewritten observation: %v", err)
+		}
+		ok := domain.ResumeObservation{ID: uuid.New(), CheckpointID: c.ID, RuntimeSession: session,
+			ExpectedProviderSessionID: "sess-1", Outcome: domain.ResumeSucceeded, RecordedAt: failed.RecordedAt.Add(time.Second)}
+		if err := s.RecordResumeObservation(ctx, ok); err != nil {
+			t.Fatal(err)
+		}
+		latest, err := s.LatestResumeObservation(ctx, c.ID, session)
+		if err != nil || latest.ID != ok.ID || latest.Outcome != domain.ResumeSucceeded {
+			t.Fatalf("latest %+v %v", latest, err)
+		}
+		var n int
+		if err := s.get(ctx, &n, `SELECT COUNT(*) FROM provider_resume_observations WHERE checkpoint_id = ?`, c.ID); err != nil || n != 2 {
+			t.Fatalf("observations kept %d %v", n, err)
+		}
+	})
+}
