@@ -14,6 +14,10 @@ import (
 	"github.com/jam-dev/jam/internal/workspace"
 )
 
+// EnvProviderStateDir names the provider-state directory (on the host root, mounted at the
+// same path in the guest) to a sandboxed provider.
+const EnvProviderStateDir = "JAM_PROVIDER_STATE_DIR"
+
 // ErrTypeEnvRefused: a variable bound for the guest is a custody key or looks secret.
 const ErrTypeEnvRefused = "env_refused"
 
@@ -56,12 +60,15 @@ func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row
 	if src := hs.Config.Sandbox.WorkspaceSource; src == domain.WorkspaceDirectHost || src == domain.WorkspacePrivateHostClone {
 		dir = hs.Config.Sandbox.HostPath
 	}
-	var home []string
+	// The provider keeps its continuity state in the provider-state mount, where checkpoints
+	// capture it: JAM_PROVIDER_STATE_DIR always names it, and the catalog's home variable
+	// points the provider itself there.
+	state, err := paths.ProviderState(row.Provider)
+	if err != nil {
+		return launch{}, err
+	}
+	home := []string{EnvProviderStateDir + "=" + state}
 	if row.HomeEnv != "" {
-		state, err := paths.ProviderState(row.Provider)
-		if err != nil {
-			return launch{}, err
-		}
 		home = append(home, row.HomeEnv+"="+state)
 	}
 	lookup := envLookup(env)

@@ -234,3 +234,42 @@ func (s *Server) sandboxInventory(c *gin.Context) error {
 	c.JSON(http.StatusOK, SandboxInventoryBody{Node: node, Inventory: out, WorkflowID: run.GetID()})
 	return nil
 }
+
+// CheckpointBody is one provider checkpoint record of a host.
+type CheckpointBody struct {
+	ID               uuid.UUID                  `json:"id"`
+	RuntimeHostID    uuid.UUID                  `json:"runtime_host_id"`
+	Reason           domain.CheckpointReason    `json:"reason"`
+	Provider         domain.Provider            `json:"provider"`
+	ProviderVersion  string                     `json:"provider_version"`
+	Sessions         []domain.CheckpointSession `json:"sessions"`
+	ManifestChecksum string                     `json:"manifest_checksum"`
+	PayloadBytes     int64                      `json:"payload_bytes"`
+	PayloadDeletedAt *time.Time                 `json:"payload_deleted_at,omitempty"`
+	CreatedAt        time.Time                  `json:"created_at"`
+}
+
+// CheckpointList is the body of GET /v1/hosts/{id}/checkpoints.
+type CheckpointList struct {
+	Items []CheckpointBody `json:"items"`
+}
+
+// listCheckpoints lists a host's checkpoint records, newest first.
+func (s *Server) listCheckpoints(c *gin.Context) error {
+	h, err := lookup(c, "runtime host", s.cfg.Store.GetRuntimeHost)
+	if err != nil {
+		return err
+	}
+	list, err := s.cfg.Store.ListCheckpoints(c.Request.Context(), h.ID)
+	if err != nil {
+		return err
+	}
+	out := CheckpointList{Items: make([]CheckpointBody, len(list))}
+	for i, k := range list {
+		out.Items[i] = CheckpointBody{ID: k.ID, RuntimeHostID: k.RuntimeHostID, Reason: k.Reason, Provider: k.Provider,
+			ProviderVersion: k.ProviderVersion, Sessions: k.Sessions, ManifestChecksum: k.ManifestChecksum,
+			PayloadBytes: k.PayloadBytes, PayloadDeletedAt: k.PayloadDeletedAt, CreatedAt: k.CreatedAt}
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}

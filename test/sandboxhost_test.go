@@ -33,7 +33,7 @@ func startSandboxDev(t *testing.T) sandboxEnv {
 	e := sandboxEnv{home: filepath.Join(t.TempDir(), "jam-home"), state: t.TempDir(),
 		log: filepath.Join(t.TempDir(), "sbx.log"), agentState: t.TempDir()}
 	e.d = startDevEnv(t, e.home, ownedEnv(t, e.agentState, "JAM_SBX="+fakesbx.Binary(t),
-		"FAKESBX_STATE="+e.state, "FAKESBX_LOG="+e.log))
+		"FAKESBX_STATE="+e.state, "FAKESBX_LOG="+e.log, "JAM_TEST_GUEST_VALUE=from-the-host"))
 	return e
 }
 
@@ -88,7 +88,7 @@ func (e sandboxEnv) commands(t *testing.T, verb, sandbox string) int {
 func sandboxedAgent(t *testing.T, c *client.Client, name string, placement domain.Placement) uuid.UUID {
 	t.Helper()
 	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportCursorACP, Command: testagent.Binary(t),
-		Args: []string{}, EnvAllowlist: []string{"JAM_TESTAGENT_STATE_DIR"}, Placement: &placement,
+		Args: []string{}, EnvAllowlist: []string{"JAM_TEST_GUEST_VALUE"}, Placement: &placement,
 		Sandbox: domain.SandboxConfig{Enabled: true}}
 	var a api.AgentBody
 	must(t, c.Do(context.Background(), http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: name, Kind: domain.AgentOwned, Template: &tmpl}, &a))
@@ -130,8 +130,8 @@ func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
 	room1, s1 := roomWith(t, c, "one", agent)
 	room2, s2 := roomWith(t, c, "two", agent)
 	for _, room := range []uuid.UUID{room1.ID, room2.ID} {
-		r := awaitReply(t, c, postText(t, c, room, "[[env JAM_TESTAGENT_STATE_DIR]] [[env JAM_JAM_TESTAGENT_BIN]] hi"), 60*time.Second)
-		if !strings.Contains(r.Text, "env JAM_TESTAGENT_STATE_DIR="+e.agentState) || !strings.Contains(r.Text, "env JAM_JAM_TESTAGENT_BIN=(unset)") {
+		r := awaitReply(t, c, postText(t, c, room, "[[env JAM_TEST_GUEST_VALUE]] [[env JAM_JAM_TESTAGENT_BIN]] [[count]] hi"), 60*time.Second)
+		if !strings.Contains(r.Text, "env JAM_TEST_GUEST_VALUE=from-the-host") || !strings.Contains(r.Text, "env JAM_JAM_TESTAGENT_BIN=(unset)") {
 			t.Fatalf("the guest's environment: %q", r.Text)
 		}
 	}
@@ -177,6 +177,17 @@ func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
 	if e.sandboxes(t)[host.SandboxName] != "stopped" {
 		t.Fatalf("sandbox after stop: %v", e.sandboxes(t))
 	}
+	// With every member stopped the host captured its provider state (the test agent's
+	// sessions, in the provider-state mount) before parking.
+	var cps api.CheckpointList
+	must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+host.ID.String()+"/checkpoints", nil, &cps))
+	if len(cps.Items) != 1 || cps.Items[0].Reason != domain.CheckpointBeforeStop || cps.Items[0].PayloadBytes == 0 || len(cps.Items[0].Sessions) != 2 {
+		t.Fatalf("checkpoints after stop %+v", cps.Items)
+	}
+	complete := filepath.Join(e.home, "runtime-hosts", host.ID.String(), "checkpoints", cps.Items[0].ID.String(), "complete.json")
+	if st, err := os.Stat(complete); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("published manifest %v %v", st, err)
+	}
 
 	// A message wakes one room; restart brings back only the live member.
 	awaitReply(t, c, postText(t, c, room1.ID, "back?"), 60*time.Second)
@@ -206,6 +217,14 @@ func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
 	}
 	if nonceAfter, _ := os.ReadFile(marker); string(nonceAfter) == string(nonceBefore) {
 		t.Fatal("the recreated sandbox kept the old evidence")
+	}
+	must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+host.ID.String()+"/checkpoints", nil, &cps))
+	if len(cps.Items) < 3 || cps.Items[0].Reason != domain.CheckpointBeforeReset {
+		t.Fatalf("checkpoints after reset %+v", cps.Items)
+	}
+	// The provider state survived the destroyed microVM: the room's conversation goes on.
+	if r := awaitReply(t, c, postText(t, c, room1.ID, "[[count]]"), 60*time.Second); !strings.Contains(r.Text, "turns remembered: 3") {
+		t.Fatalf("after reset: %q", r.Text)
 	}
 
 	// The other agent's Dedicated host and the operator's own sandbox were never touched.

@@ -117,6 +117,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	sbx := &activities.Sandbox{Store: cfg.Store, Layout: layout, Sbx: cfg.Sbx}
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
 	w.node.RegisterActivity(sbx)
+	w.node.RegisterActivity(&activities.Checkpoints{Store: cfg.Store, Layout: layout})
 	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Table: w.runtimes, Permissions: w.permissions,
 		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes")})
 	if cfg.Register != nil {

@@ -53,6 +53,8 @@ type RuntimeHostState struct {
 	Quiesced  bool        `json:"quiesced"`
 	LastError string      `json:"last_error,omitempty"`
 	Created   int         `json:"created"`
+	// Checkpoints counts the generations this host published.
+	Checkpoints int `json:"checkpoints"`
 }
 
 // RuntimeHostStatus is the answer of QueryHost.
@@ -64,6 +66,7 @@ type RuntimeHostStatus struct {
 	Permits     int         `json:"permits"`
 	Quiesced    bool        `json:"quiesced"`
 	LastError   string      `json:"last_error,omitempty"`
+	Checkpoints int         `json:"checkpoints"`
 }
 
 // LeaseRequest is the input of UpdateAcquire, UpdateRelease, UpdatePermit and UpdateUnpermit.
@@ -103,6 +106,7 @@ type runtimeHost struct {
 	controlling bool
 	hosts       *activities.Hosts
 	sbx         *activities.Sandbox
+	ckpt        *activities.Checkpoints
 }
 
 // RuntimeHost is the entity workflow of one sandboxed runtime host: the members' lease, the
@@ -157,7 +161,8 @@ func RuntimeHost(ctx workflow.Context, in RuntimeHostInput) error {
 func (r *runtimeHost) register(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QueryHost, func() (RuntimeHostStatus, error) {
 		return RuntimeHostStatus{Leases: r.s.Leases, Ready: r.s.Ready, ParkFailed: r.s.ParkFailed,
-			Controlling: r.controlling, Permits: len(r.s.Permits), Quiesced: r.s.Quiesced, LastError: r.s.LastError}, nil
+			Controlling: r.controlling, Permits: len(r.s.Permits), Quiesced: r.s.Quiesced, LastError: r.s.LastError,
+			Checkpoints: r.s.Checkpoints}, nil
 	}); err != nil {
 		return err
 	}
@@ -291,6 +296,9 @@ func (r *runtimeHost) park(ctx workflow.Context) {
 	if len(r.s.Leases) > 0 {
 		return // a member arrived while the lock was taken
 	}
+	if !r.s.ParkFailed {
+		r.checkpoint(ctx, domain.CheckpointBeforeStop) // every member is gone: the state is quiesced
+	}
 	err := workflow.ExecuteActivity(r.nodeCtx(ctx, sandboxLifecycleTimeout, 3), r.sbx.ParkSandbox,
 		r.sandboxInput()).Get(ctx, nil)
 	if err != nil {
@@ -346,6 +354,11 @@ func (r *runtimeHost) control(ctx workflow.Context, req ControlRequest) (Control
 	if err := r.lockSandbox(ctx); err != nil {
 		return res, err
 	}
+	reason := domain.CheckpointBeforeStop
+	if action == domain.HostResetSandbox {
+		reason = domain.CheckpointBeforeReset
+	}
+	r.checkpoint(ctx, reason) // every member is stopped: the state is quiesced
 	var err error
 	if action == domain.HostResetSandbox {
 		var out activities.RemoveSandboxResult
@@ -382,6 +395,38 @@ func (r *runtimeHost) control(ctx workflow.Context, req ControlRequest) (Control
 		res.Members[i].Restarted = true
 	}
 	return res, nil
+}
+
+// checkpointTimeout bounds one capture (20 GiB at most, mostly hard links after the first).
+var checkpointTimeout = 30 * time.Minute
+
+// checkpoint captures the host's provider state while no member runs (the caller made sure)
+// as a new generation with reason. A failed capture is reported, not fatal: the state stays
+// on the host's disk, and the previous generation stays the newest verified one.
+func (r *runtimeHost) checkpoint(ctx workflow.Context, reason domain.CheckpointReason) {
+	var id uuid.UUID
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.New() }).Get(&id); err != nil {
+		return
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              NodeTaskQueue(r.host.Node),
+		ScheduleToStartTimeout: nodeScheduleToStart,
+		StartToCloseTimeout:    checkpointTimeout,
+		HeartbeatTimeout:       runtimeHeartbeat,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3,
+			NonRetryableErrorTypes: []string{activities.ErrTypeCheckpointRefused}},
+	})
+	var out activities.CaptureCheckpointResult
+	err := workflow.ExecuteActivity(actx, r.ckpt.CaptureCheckpoint, activities.CaptureCheckpointInput{
+		Host: r.in.Host, ID: id, Reason: reason}).Get(ctx, &out)
+	if err != nil {
+		r.s.LastError = "checkpoint: " + errorText(err)
+		workflow.GetLogger(ctx).Warn("checkpoint failed", "host", r.in.Host, "reason", reason, "error", err)
+		return
+	}
+	if !out.Skipped {
+		r.s.Checkpoints++
+	}
 }
 
 // permit lets a member's turn run unless a checkpoint holds the host quiesced.

@@ -34,8 +34,15 @@ func newHostEnv(t *testing.T) *hostEnv {
 	e := &hostEnv{t: t, env: suite.NewTestWorkflowEnvironment(), host: uuid.New(), live: map[uuid.UUID]bool{}}
 	e.env.RegisterActivity(&activities.Hosts{})
 	e.env.RegisterActivity(&activities.Sandbox{})
+	e.env.RegisterActivity(&activities.Checkpoints{})
 	var h *activities.Hosts
 	var sb *activities.Sandbox
+	var ck *activities.Checkpoints
+	e.env.OnActivity(ck.CaptureCheckpoint, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.CaptureCheckpointInput) (activities.CaptureCheckpointResult, error) {
+			e.ops = append(e.ops, "checkpoint:"+string(in.Reason))
+			return activities.CaptureCheckpointResult{ID: in.ID}, nil
+		})
 	e.env.OnActivity(h.LoadHost, mock.Anything, mock.Anything).Return(activities.LoadHostResult{Node: "n1",
 		Placement: domain.PlacementShared, State: domain.HostProvisioning, SandboxName: "jam-0123456789abcdef"}, nil)
 	e.env.OnActivity(h.MarkMember, mock.Anything, mock.Anything).Return(
@@ -136,7 +143,7 @@ func TestTheLastReleaseParksTheSandboxAndTheFirstAcquireFencesIt(t *testing.T) {
 		t.Fatalf("lease %+v", lease)
 	}
 	// One verified create for both members (fenced: nobody held it), one park after the last.
-	want := []string{"ensure+fence", "host:active", "host:active", "park", "host:parked"}
+	want := []string{"ensure+fence", "host:active", "host:active", "checkpoint:before_stop", "park", "host:parked"}
 	if !equalOps(e.ops, want) {
 		t.Fatalf("ops %v, want %v", e.ops, want)
 	}
@@ -150,7 +157,7 @@ func TestAFailedFinalParkStaysRetryable(t *testing.T) {
 	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
 	e.update(2*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a}, &errs[1])
 	e.run(10 * time.Minute)
-	want := []string{"ensure+fence", "host:active", "park-failed", "park-failed", "park-failed", "park", "host:parked"}
+	want := []string{"ensure+fence", "host:active", "checkpoint:before_stop", "park-failed", "park-failed", "park-failed", "park", "host:parked"}
 	if !equalOps(e.ops, want) {
 		t.Fatalf("ops %v, want %v", e.ops, want)
 	}
@@ -169,7 +176,7 @@ func TestHostResetQuiescesEveryMemberThenDestroysOnceAndRestartsOnlyTheLive(t *t
 	if errs[0] != nil || errs[1] != nil || !IsValidation(errs[2]) {
 		t.Fatalf("updates %v", errs)
 	}
-	want := []string{"ensure+fence", "host:active", "stop:host_reset", "stop:host_reset", "remove", "host:parked", "restart"}
+	want := []string{"ensure+fence", "host:active", "stop:host_reset", "stop:host_reset", "checkpoint:before_reset", "remove", "host:parked", "restart"}
 	if !equalOps(e.ops, want) {
 		t.Fatalf("ops %v, want %v", e.ops, want)
 	}
@@ -215,7 +222,7 @@ func TestAHostWhoseRecordIsGoneParksThenEnds(t *testing.T) {
 	if !e.env.IsWorkflowCompleted() || e.env.GetWorkflowError() != nil {
 		t.Fatalf("completed %v, error %v", e.env.IsWorkflowCompleted(), e.env.GetWorkflowError())
 	}
-	if want := []string{"ensure+fence", "host:active", "park", "host:parked"}; !equalOps(e.ops, want) {
+	if want := []string{"ensure+fence", "host:active", "checkpoint:before_stop", "park", "host:parked"}; !equalOps(e.ops, want) {
 		t.Fatalf("ops %v, want %v", e.ops, want)
 	}
 }

@@ -52,11 +52,14 @@ func (l *lockedWriter) writeRaw(p []byte) error {
 }
 
 // defaultStateDir keeps sessions out of the workspace the agent runs in, which is the
-// user's tree: JAM_TESTAGENT_STATE_DIR, else $XDG_STATE_HOME/jam-testagent, else
-// ~/.local/state/jam-testagent, else ./.jam-testagent.
+// user's tree: JAM_TESTAGENT_STATE_DIR, else JAM_PROVIDER_STATE_DIR (the provider-state
+// directory Jam gives a sandboxed runtime, which its checkpoints capture), else
+// $XDG_STATE_HOME/jam-testagent, else ~/.local/state/jam-testagent, else ./.jam-testagent.
 func defaultStateDir() string {
-	if dir := os.Getenv("JAM_TESTAGENT_STATE_DIR"); dir != "" {
-		return dir
+	for _, env := range []string{"JAM_TESTAGENT_STATE_DIR", "JAM_PROVIDER_STATE_DIR"} {
+		if dir := os.Getenv(env); dir != "" {
+			return dir
+		}
 	}
 	if dir := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(dir) {
 		return filepath.Join(dir, "jam-testagent")

@@ -51,6 +51,9 @@ func (p Paths) ProviderState(provider domain.Provider) (string, error) {
 	return filepath.Join(p.Root, "provider-state", string(provider)), nil
 }
 
+// Checkpoints holds the host's immutable provider-state generations.
+func (p Paths) Checkpoints() string { return filepath.Join(p.Root, "checkpoints") }
+
 // Recovery holds what recovery must not lose.
 func (p Paths) Recovery() string { return filepath.Join(p.Root, "recovery") }
 
