@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/jam-dev/jam/internal/domain"
@@ -28,20 +29,23 @@ const (
 
 // HostLeases reaches the RuntimeHost workflows from an activity (client calls; the
 // implementation lives beside the workflows, which this package cannot import).
+//
+// Every call carries an update id derived from the calling activity, so a retried activity
+// attaches to the update its earlier attempt sent instead of sending a second one.
 type HostLeases interface {
 	// Acquire makes the host's sandbox ready for the member and counts its lease.
-	Acquire(ctx context.Context, host, session uuid.UUID) (HostLease, error)
+	Acquire(ctx context.Context, updateID string, host, session uuid.UUID) (HostLease, error)
 	// Release drops the member's lease; the last release parks the sandbox.
-	Release(ctx context.Context, host, session uuid.UUID) error
+	Release(ctx context.Context, updateID string, host, session uuid.UUID) error
 	// Permit and Unpermit bracket one turn of the member (the checkpoint coordinator).
-	Permit(ctx context.Context, host, session uuid.UUID) error
-	Unpermit(ctx context.Context, host, session uuid.UUID) error
+	Permit(ctx context.Context, updateID string, host, session uuid.UUID) error
+	Unpermit(ctx context.Context, updateID string, host, session uuid.UUID) error
 }
 
 // MemberControl reaches the RoomSession workflows of a host's members.
 type MemberControl interface {
 	// StopMember stops the member's runtime with reason and reports whether it was live.
-	StopMember(ctx context.Context, session uuid.UUID, reason domain.SessionStopReason) (wasLive bool, err error)
+	StopMember(ctx context.Context, updateID string, session uuid.UUID, reason domain.SessionStopReason) (wasLive bool, err error)
 	// RestartMember asks the member to come back live; it does not wait for the runtime.
 	RestartMember(ctx context.Context, session uuid.UUID) error
 }
@@ -89,8 +93,15 @@ func (h *Hosts) AcquireHost(ctx context.Context, in AcquireHostInput) (HostLease
 	}
 	stop := heartbeat(ctx)
 	defer stop()
-	lease, err := h.Leases.Acquire(ctx, alloc.Host.ID, hs.RuntimeSessionID)
+	lease, err := h.Leases.Acquire(ctx, updateID(ctx), alloc.Host.ID, hs.RuntimeSessionID)
 	return lease, typed(err)
+}
+
+// updateID names the update a (possibly retried) activity sends: the calling workflow run
+// and the activity's id, the same for every attempt.
+func updateID(ctx context.Context) string {
+	info := activity.GetInfo(ctx)
+	return info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
 }
 
 // typed returns the ApplicationError inside a workflow's answer as the activity's own error,
@@ -112,7 +123,25 @@ type ReleaseHostInput struct {
 
 // ReleaseHost drops the member's lease.
 func (h *Hosts) ReleaseHost(ctx context.Context, in ReleaseHostInput) error {
-	return typed(h.Leases.Release(ctx, in.Host, in.RuntimeSession))
+	return typed(h.Leases.Release(ctx, updateID(ctx), in.Host, in.RuntimeSession))
+}
+
+// ReleaseHostOfInput names a session whose acquire failed.
+type ReleaseHostOfInput struct {
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+}
+
+// ReleaseHostOf releases the session's lease on whatever host it is a member of; a session
+// with no host (never allocated) holds none.
+func (h *Hosts) ReleaseHostOf(ctx context.Context, in ReleaseHostOfInput) error {
+	host, err := h.Store.HostOfSession(ctx, in.RuntimeSession)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return typed(h.Leases.Release(ctx, updateID(ctx), host.ID, in.RuntimeSession))
 }
 
 // LoadHostInput names a runtime host.
@@ -248,7 +277,7 @@ type StopMemberInput struct {
 func (h *Hosts) StopMember(ctx context.Context, in StopMemberInput) (bool, error) {
 	stop := heartbeat(ctx)
 	defer stop()
-	wasLive, err := h.Members.StopMember(ctx, in.RuntimeSession, in.Reason)
+	wasLive, err := h.Members.StopMember(ctx, updateID(ctx), in.RuntimeSession, in.Reason)
 	return wasLive, typed(err)
 }
 
@@ -272,7 +301,7 @@ func (h *Hosts) TurnPermit(ctx context.Context, in TurnPermitInput) error {
 	stop := heartbeat(ctx)
 	defer stop()
 	if in.Done {
-		return typed(h.Leases.Unpermit(ctx, in.Host, in.RuntimeSession))
+		return typed(h.Leases.Unpermit(ctx, updateID(ctx), in.Host, in.RuntimeSession))
 	}
-	return typed(h.Leases.Permit(ctx, in.Host, in.RuntimeSession))
+	return typed(h.Leases.Permit(ctx, updateID(ctx), in.Host, in.RuntimeSession))
 }

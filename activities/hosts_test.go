@@ -19,13 +19,13 @@ import (
 // the RoomSession's retry policy tells apart.
 type busyLeases struct{}
 
-func (busyLeases) Acquire(context.Context, uuid.UUID, uuid.UUID) (activities.HostLease, error) {
+func (busyLeases) Acquire(context.Context, string, uuid.UUID, uuid.UUID) (activities.HostLease, error) {
 	return activities.HostLease{}, fmt.Errorf("acquire runtime host: %w",
 		temporal.NewApplicationError("a host control is running", activities.ErrTypeHostBusy))
 }
-func (busyLeases) Release(context.Context, uuid.UUID, uuid.UUID) error  { return nil }
-func (busyLeases) Permit(context.Context, uuid.UUID, uuid.UUID) error   { return nil }
-func (busyLeases) Unpermit(context.Context, uuid.UUID, uuid.UUID) error { return nil }
+func (busyLeases) Release(context.Context, string, uuid.UUID, uuid.UUID) error  { return nil }
+func (busyLeases) Permit(context.Context, string, uuid.UUID, uuid.UUID) error   { return nil }
+func (busyLeases) Unpermit(context.Context, string, uuid.UUID, uuid.UUID) error { return nil }
 
 func TestARejectedAcquireKeepsItsTypeThroughTheActivity(t *testing.T) {
 	w := newSandboxWorld(t, domain.AuthProviderLogin)

@@ -114,7 +114,7 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	}
 	log := r.Log.With("runtime_session", hs.RuntimeSessionID, "generation", gen)
 	spec := provider.Spec{RuntimeSession: hs.RuntimeSessionID, Generation: gen, AgentID: agent.ID, RoomID: hs.RoomID,
-		Transport: hs.Config.Transport, Executable: l.exe, Args: l.args, Env: env, Dir: l.dir,
+		Transport: hs.Config.Transport, Executable: l.exe, Args: l.args, Env: l.environ(env), Dir: l.dir,
 		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Briefing: agent.Briefing,
 		Permissions: r.Permissions, Events: r.sink(hs, gen, log), Log: log}
 	stop := heartbeat(ctx)

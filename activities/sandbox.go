@@ -39,7 +39,8 @@ type Sandbox struct {
 	Sbx string
 	// Getenv reads JAM_SBX and PATH; nil is os.Getenv.
 	Getenv func(string) string
-	// Env is the environment `sbx` runs with; nil is the worker's.
+	// Env is the environment `sbx` runs with; nil is the worker's less credentials
+	// (sandbox.HostEnv).
 	Env    []string
 	Store  *store.Store
 	Layout domain.Layout
@@ -84,7 +85,11 @@ func (s *Sandbox) Driver(ctx context.Context) (*sandbox.Driver, error) {
 	if ok {
 		return d, nil
 	}
-	d = &sandbox.Driver{Path: path, Env: s.Env}
+	env := s.Env
+	if env == nil {
+		env = sandbox.HostEnv(os.Environ())
+	}
+	d = &sandbox.Driver{Path: path, Env: env}
 	v, err := d.ProbeVersion(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("probe sbx version: %w", err)
@@ -140,10 +145,20 @@ type EnsureSandboxResult struct {
 // the host's sandbox.
 func (s *Sandbox) EnsureSandbox(ctx context.Context, in EnsureSandboxInput) (EnsureSandboxResult, error) {
 	h, err := s.Store.GetRuntimeHost(ctx, in.Host)
+	if errors.Is(err, store.ErrNotFound) {
+		return EnsureSandboxResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHostScope, err)
+	}
 	if err != nil {
 		return EnsureSandboxResult{}, err
 	}
+	if h.State == domain.HostArchived || h.State == domain.HostRemoved {
+		return EnsureSandboxResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("runtime host %s is %s; nothing starts in its sandbox", h.ID, h.State), ErrTypeHostScope, nil)
+	}
 	hs, err := s.Store.GetHostSession(ctx, in.Session)
+	if errors.Is(err, store.ErrNotFound) {
+		return EnsureSandboxResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeNoSession, err)
+	}
 	if err != nil {
 		return EnsureSandboxResult{}, err
 	}

@@ -28,6 +28,17 @@ type launch struct {
 	dir  string
 	// envFile is deleted once the provider started (nil host-native).
 	envFile *sandbox.EnvFile
+	// env, when set, replaces the worker's environment for the launched process (the `sbx`
+	// client of a sandboxed runtime gets the driver's credential-free environment).
+	env []string
+}
+
+// environ is the launched process's environment: its own when set, else the worker's.
+func (l launch) environ(worker []string) []string {
+	if l.env != nil {
+		return l.env
+	}
+	return worker
 }
 
 func (l launch) release() {
@@ -106,7 +117,7 @@ func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row
 		ef.Release()
 		return launch{}, err
 	}
-	return launch{exe: argv[0], args: argv[1:], dir: dir, envFile: ef}, nil
+	return launch{exe: argv[0], args: argv[1:], dir: dir, envFile: ef, env: sandbox.HostEnv(d.Env)}, nil
 }
 
 // EnvFiles lists the env files not yet released (tests assert none outlives a spawn).

@@ -100,6 +100,8 @@ type RoomSessionStatus struct {
 	LastError    string              `json:"last_error,omitempty"`
 	Host         *uuid.UUID          `json:"host,omitempty"`
 	Sandbox      string              `json:"sandbox,omitempty"`
+	// Leased: the session holds a lease on its host (a runtime may run there).
+	Leased bool `json:"leased,omitempty"`
 }
 
 // RuntimeExitedSignal is the payload of SignalRuntimeExited.
@@ -169,7 +171,7 @@ func RoomSession(ctx workflow.Context, in RoomSessionInput) error {
 			r.actions = r.actions[1:]
 			r.do(ctx, a)
 			if a.finished {
-				_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+				r.drainFinal(ctx)
 				return nil
 			}
 			continue
@@ -192,7 +194,10 @@ func RoomSession(ctx workflow.Context, in RoomSessionInput) error {
 			continue
 		}
 		if r.runTurns >= maxTurnsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
-			return r.continueAsNew(ctx)
+			if err := r.continueAsNew(ctx); err != nil {
+				return err
+			}
+			continue // work arrived while handlers finished: serve it first
 		}
 		r.wait(ctx)
 	}
@@ -396,9 +401,10 @@ func (r *roomSession) nodeCtx(ctx workflow.Context, opts workflow.ActivityOption
 }
 
 // hostErrors are acquire failures retrying cannot fix.
-var hostErrors = []string{activities.ErrTypeIncompatibleHost, activities.ErrTypeHostBusy, activities.ErrTypeOwnershipMismatch,
+var hostErrors = []string{activities.ErrTypeIncompatibleHost, activities.ErrTypeHostBusy, activities.ErrTypeHostScope,
+	activities.ErrTypeOwnershipMismatch,
 	activities.ErrTypeSandboxUnavailable, activities.ErrTypeValidation, activities.ErrTypeWorkspaceCorrupt,
-	activities.ErrTypeCredentialMissing}
+	activities.ErrTypeCredentialMissing, activities.ErrTypeNoSession}
 
 // acquire takes this session's lease on its runtime host (allocating the host on first use);
 // the host's sandbox is created or verified before it returns. The runtime then runs on the
@@ -415,6 +421,11 @@ func (r *roomSession) acquire(ctx workflow.Context, node string) bool {
 	if err != nil {
 		r.s.LastError = "acquire runtime host: " + errorText(err)
 		workflow.GetLogger(ctx).Warn("runtime host not acquired", "runtime_session", r.in.RuntimeSession, "error", err)
+		// The host may still be working on it: say this session does not want it, so a
+		// late acquire does not count a lease nobody will release.
+		rctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 5}})
+		_ = workflow.ExecuteActivity(rctx, r.hosts.ReleaseHostOf, activities.ReleaseHostOfInput{RuntimeSession: r.in.RuntimeSession}).Get(ctx, nil)
 		return false
 	}
 	r.s.Host, r.s.Sandbox, r.s.Node, r.s.Leased = lease.Host, lease.SandboxName, lease.Node, true
@@ -558,12 +569,13 @@ func (r *roomSession) interrupt(ctx workflow.Context) {
 // keeps failing is retried for a bounded time; after that the session is still dormant and
 // wakeable (the node's registry keeps tracking the child it could not stop).
 func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointReason) {
-	defer r.release(ctx)
 	if r.s.Phase != domain.PhaseLive && r.s.Phase != domain.PhaseStarting && !r.s.Crashed {
+		r.release(ctx)
 		return
 	}
 	if r.s.Node == "" || r.s.Generation == 0 {
 		r.s.Phase = domain.PhaseDormant
+		r.release(ctx)
 		return
 	}
 	r.s.Phase = domain.PhaseStopping
@@ -575,8 +587,12 @@ func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointRea
 	err := workflow.ExecuteActivity(actx, r.rt.TeardownRuntime, activities.TeardownRuntimeInput{
 		RuntimeSession: r.in.RuntimeSession, Generation: r.s.Generation, Reason: reason}).Get(ctx, nil)
 	if err != nil {
+		// The node may still run the child: the host lease stays, so the host neither
+		// checkpoints nor parks under it. The next wake tears down again, then releases.
 		r.s.LastError = "teardown: " + errorText(err)
 		workflow.GetLogger(ctx).Warn("runtime teardown did not finish", "runtime_session", r.in.RuntimeSession, "error", err)
+	} else {
+		r.release(ctx)
 	}
 	r.s.Phase, r.s.PID, r.s.InTurn = domain.PhaseDormant, 0, false
 }
@@ -584,7 +600,7 @@ func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointRea
 func (r *roomSession) status() RoomSessionStatus {
 	st := RoomSessionStatus{Phase: r.s.Phase, Presence: r.presence(), Node: r.s.Node, Generation: r.s.Generation,
 		PID: r.s.PID, InTurn: r.s.InTurn, Held: r.s.Held, Turns: r.s.Turns, LastActivity: r.s.LastActivity,
-		IdleSecs: r.s.IdleSecs, LastError: r.s.LastError}
+		IdleSecs: r.s.IdleSecs, LastError: r.s.LastError, Leased: r.s.Leased}
 	if r.s.Host != uuid.Nil {
 		h := r.s.Host
 		st.Host, st.Sandbox = &h, r.s.Sandbox
@@ -604,22 +620,43 @@ func (r *roomSession) presence() domain.Presence {
 }
 
 // continueAsNew starts a fresh run with the same state once no update is in flight, folding
-// any signal not yet received into that state so no poke is lost.
+// any signal not yet received into that state so no poke is lost. It returns nil, and does
+// not continue, when an action or exit arrived meanwhile: the loop serves it first.
 func (r *roomSession) continueAsNew(ctx workflow.Context) error {
-	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	// A handler may be waiting for the main loop (its action queued behind the one that made
+	// the others finish): waiting for every handler alone would wait forever.
+	_ = workflow.Await(ctx, func() bool {
+		return workflow.AllHandlersFinished(ctx) || len(r.actions) > 0 || len(r.exits) > 0
+	})
+	if len(r.actions) > 0 || len(r.exits) > 0 {
+		return nil
+	}
 	for r.inbound.ReceiveAsync(nil) {
 		r.s.Pokes++
 	}
 	var e RuntimeExitedSignal
 	for r.exited.ReceiveAsync(&e) {
-		if e.Generation == r.s.Generation && r.s.Phase == domain.PhaseLive {
-			r.s.Phase, r.s.PID, r.s.Crashed = domain.PhaseDormant, 0, e.Reason != domain.RuntimeStoppedWithWorker
-		}
+		r.onExit(ctx, e) // goes dormant and releases the host lease, as the loop would
 	}
 	s := r.s
 	in := r.in
 	in.State = &s
 	return workflow.NewContinueAsNewError(ctx, RoomSession, in)
+}
+
+// drainFinal lets the handlers of a finished workflow complete: an action queued after the
+// final one is answered with the final status instead of waiting on a loop that has ended.
+func (r *roomSession) drainFinal(ctx workflow.Context) {
+	for {
+		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) || len(r.actions) > 0 })
+		if len(r.actions) == 0 {
+			return
+		}
+		for _, a := range r.actions {
+			a.done, a.result = true, r.status()
+		}
+		r.actions = nil
+	}
 }
 
 // errorText is a short description of an activity failure for the session's status.

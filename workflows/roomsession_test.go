@@ -392,3 +392,46 @@ func TestReconcilePokesSessionsWithBacklogAndStartsAMissingOne(t *testing.T) {
 		t.Fatalf("report %+v, started %v", rep, started)
 	}
 }
+
+// A stop whose handler is still interrupting the turn when continue-as-new is due, and a
+// restart queued behind it: the run must serve the restart instead of waiting for every
+// handler (the restart's handler waits for the loop).
+func TestAnUpdateQueuedWhileContinueAsNewWaitsIsServed(t *testing.T) {
+	old := maxTurnsPerRun
+	maxTurnsPerRun = 1
+	t.Cleanup(func() { maxTurnsPerRun = old })
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(10 * time.Second)
+	env.RegisterActivity(&activities.Sessions{})
+	env.RegisterActivity(&activities.Runtimes{})
+	var sess *activities.Sessions
+	var rt *activities.Runtimes
+	backlog := 0
+	env.OnActivity(sess.LoadSession, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.LoadSessionInput) (activities.LoadSessionResult, error) {
+			return activities.LoadSessionResult{Backlog: backlog, Lazy: true, IdleSecs: 600, Node: "n1"}, nil
+		})
+	env.OnActivity(rt.PrepareRuntime, mock.Anything, mock.Anything).Return(activities.PrepareRuntimeResult{Generation: 1, IdlePolicy: domain.IdleAllow}, nil)
+	env.OnActivity(rt.RunTurn, mock.Anything, mock.Anything).After(10*time.Second).Return(activities.RunTurnResult{Outcome: domain.TurnCancelled}, nil)
+	env.OnActivity(rt.TeardownRuntime, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(rt.InterruptTurn, mock.Anything, mock.Anything).After(20 * time.Second).Return(nil)
+	var stopDone, restartDone bool
+	env.RegisterDelayedCallback(func() { backlog = 1; env.SignalWorkflow(SignalInbound, nil) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdateStop, "s", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+			OnComplete: func(interface{}, error) { stopDone = true }}, StopRequest{Reason: string(domain.StopOperator)})
+	}, 5*time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdateRestart, "r", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+			OnComplete: func(interface{}, error) { restartDone = true }}, RestartRequest{OnlyIfBacklog: true})
+	}, 15*time.Second)
+	env.ExecuteWorkflow(RoomSession, RoomSessionInput{RuntimeSession: uuid.New()})
+	if !stopDone || !restartDone {
+		t.Fatalf("stop done %v, restart done %v (workflow: %v)", stopDone, restartDone, env.GetWorkflowError())
+	}
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new after serving both, got %v", err)
+	}
+}

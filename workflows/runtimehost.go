@@ -43,12 +43,15 @@ type RuntimeHostInput struct {
 // RuntimeHostState is the lease and sandbox state, carried through continue-as-new. The
 // workflow is the lease: its member count survives a crash of any worker.
 type RuntimeHostState struct {
-	Leases []uuid.UUID `json:"leases"`
+	// Host is the record this workflow loaded (node, owner, sandbox name), carried so a
+	// later run needs no store read.
+	Host   *activities.LoadHostResult `json:"host,omitempty"`
+	Leases []uuid.UUID                `json:"leases"`
 	// Ready: the sandbox was created or verified since it was last parked.
 	Ready bool `json:"ready"`
 	// ParkFailed: the final park failed and is retried.
 	ParkFailed bool `json:"park_failed"`
-	// Permits holds one entry per turn running now (a member may appear more than once).
+	// Permits holds the members whose turn runs now (a member runs one turn at a time).
 	Permits   []uuid.UUID `json:"permits,omitempty"`
 	Quiesced  bool        `json:"quiesced"`
 	LastError string      `json:"last_error,omitempty"`
@@ -97,12 +100,17 @@ type ControlResult struct {
 }
 
 type runtimeHost struct {
-	in          RuntimeHostInput
-	s           RuntimeHostState
-	host        activities.LoadHostResult
-	busy        bool // a sandbox operation runs
-	loaded      bool // the host record is read
-	gone        bool // the host record was deleted and the sandbox is parked
+	in     RuntimeHostInput
+	s      RuntimeHostState
+	host   activities.LoadHostResult
+	busy   bool // a sandbox operation runs
+	loaded bool // the host record is read
+	gone   bool // the host record was deleted and the sandbox is parked
+	// seq orders acquires and releases within a run; releasedAt is the seq of each
+	// session's latest release, so an acquire its caller gave up on (and released) while it
+	// waited for the sandbox lock does not count a lease nobody holds.
+	seq         int
+	releasedAt  map[uuid.UUID]int
 	controlling bool
 	hosts       *activities.Hosts
 	sbx         *activities.Sandbox
@@ -123,13 +131,22 @@ func RuntimeHost(ctx workflow.Context, in RuntimeHostInput) error {
 	if err := r.register(ctx); err != nil {
 		return err
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
-			NonRetryableErrorTypes: []string{activities.ErrTypeHostScope}},
-	})
-	if err := workflow.ExecuteActivity(actx, r.hosts.LoadHost, activities.LoadHostInput{Host: in.Host}).Get(ctx, &r.host); err != nil {
-		return err
+	// The host record is read once per workflow and carried through continue-as-new: a run
+	// must not lose its leases because the record is gone (agent deleted) or the store is
+	// briefly unreachable, so the read retries until it answers.
+	if r.s.Host != nil {
+		r.host = *r.s.Host
+	} else {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{MaximumInterval: time.Minute,
+				NonRetryableErrorTypes: []string{activities.ErrTypeHostScope}},
+		})
+		if err := workflow.ExecuteActivity(actx, r.hosts.LoadHost, activities.LoadHostInput{Host: in.Host}).Get(ctx, &r.host); err != nil {
+			return err
+		}
+		h := r.host
+		r.s.Host = &h
 	}
 	r.loaded = true
 	for {
@@ -217,7 +234,8 @@ func (r *runtimeHost) nodeCtx(ctx workflow.Context, timeout time.Duration, attem
 		HeartbeatTimeout:       runtimeHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: attempts, MaximumInterval: 30 * time.Second,
 			NonRetryableErrorTypes: []string{activities.ErrTypeOwnershipMismatch, activities.ErrTypeSandboxUnavailable,
-				activities.ErrTypeValidation, activities.ErrTypeWorkspaceCorrupt, activities.ErrTypeCredentialMissing}},
+				activities.ErrTypeValidation, activities.ErrTypeWorkspaceCorrupt, activities.ErrTypeCredentialMissing,
+				activities.ErrTypeHostScope, activities.ErrTypeNoSession}},
 	})
 }
 
@@ -248,15 +266,23 @@ func (r *runtimeHost) lockSandbox(ctx workflow.Context) error {
 // the host was parked (or after a crash) finds no lease: a sandbox still running then is an
 // orphan, fenced (verified, stopped) before anything starts in it.
 func (r *runtimeHost) acquire(ctx workflow.Context, req LeaseRequest) (activities.HostLease, error) {
+	r.seq++
+	started := r.seq
 	if err := r.lockSandbox(ctx); err != nil {
 		return activities.HostLease{}, err
 	}
 	defer func() { r.busy = false }()
+	if r.releasedAt[req.RuntimeSession] > started {
+		return activities.HostLease{}, temporal.NewApplicationError("the session released the host while this acquire waited", activities.ErrTypeHostBusy)
+	}
 	lease := activities.HostLease{Host: r.in.Host, Node: r.host.Node, SandboxName: r.host.SandboxName}
 	if r.controlling && !slices.Contains(r.s.Leases, req.RuntimeSession) {
 		return lease, temporal.NewApplicationError("a host control is running; the room wakes after it", activities.ErrTypeHostBusy)
 	}
-	if !r.s.Ready {
+	// A parked host, or one whose final park failed (the node may have crashed with
+	// providers still running in the guest), is verified — and fenced when nobody holds it —
+	// before anything starts in it.
+	if !r.s.Ready || r.s.ParkFailed {
 		var out activities.EnsureSandboxResult
 		err := workflow.ExecuteActivity(r.nodeCtx(ctx, activities.SandboxPrepareTimeout, 3), r.sbx.EnsureSandbox,
 			activities.EnsureSandboxInput{Host: r.in.Host, Session: req.RuntimeSession, Fence: len(r.s.Leases) == 0}).Get(ctx, &out)
@@ -270,17 +296,31 @@ func (r *runtimeHost) acquire(ctx workflow.Context, req LeaseRequest) (activitie
 			r.s.Created++
 		}
 	}
+	if r.releasedAt[req.RuntimeSession] > started {
+		return lease, temporal.NewApplicationError("the session released the host while this acquire waited", activities.ErrTypeHostBusy)
+	}
+	// The lease counts only once it is durable: a failed acquire leaves no lease behind that
+	// would keep the sandbox from parking.
+	err := workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.MarkMember, activities.MarkMemberInput{Host: r.in.Host,
+		RuntimeSession: req.RuntimeSession, Membership: domain.MembershipActive, HostState: domain.HostActive}).Get(ctx, nil)
+	if err != nil {
+		r.s.LastError = "acquire: " + errorText(err)
+		return lease, err
+	}
 	if !slices.Contains(r.s.Leases, req.RuntimeSession) {
 		r.s.Leases = append(r.s.Leases, req.RuntimeSession)
 	}
-	err := workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.MarkMember, activities.MarkMemberInput{Host: r.in.Host,
-		RuntimeSession: req.RuntimeSession, Membership: domain.MembershipActive, HostState: domain.HostActive}).Get(ctx, nil)
-	return lease, err
+	return lease, nil
 }
 
 // release drops a member's lease and records it dormant; the main loop parks the sandbox
 // when the last lease is gone.
 func (r *runtimeHost) release(ctx workflow.Context, req LeaseRequest) error {
+	r.seq++
+	if r.releasedAt == nil {
+		r.releasedAt = map[uuid.UUID]int{}
+	}
+	r.releasedAt[req.RuntimeSession] = r.seq
 	r.s.Leases = slices.DeleteFunc(r.s.Leases, func(id uuid.UUID) bool { return id == req.RuntimeSession })
 	r.s.Permits = slices.DeleteFunc(r.s.Permits, func(id uuid.UUID) bool { return id == req.RuntimeSession })
 	return workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.MarkMember, activities.MarkMemberInput{Host: r.in.Host,
@@ -434,15 +474,16 @@ func (r *runtimeHost) permit(ctx workflow.Context, req LeaseRequest) error {
 	if err := workflow.Await(ctx, func() bool { return !r.s.Quiesced }); err != nil {
 		return err
 	}
-	r.s.Permits = append(r.s.Permits, req.RuntimeSession)
+	// One turn per session at a time: a retried permit of the same turn adds nothing.
+	if !slices.Contains(r.s.Permits, req.RuntimeSession) {
+		r.s.Permits = append(r.s.Permits, req.RuntimeSession)
+	}
 	return nil
 }
 
-// unpermit ends one turn of the member.
+// unpermit ends the member's turn.
 func (r *runtimeHost) unpermit(_ workflow.Context, req LeaseRequest) error {
-	if i := slices.Index(r.s.Permits, req.RuntimeSession); i >= 0 {
-		r.s.Permits = slices.Delete(r.s.Permits, i, i+1)
-	}
+	r.s.Permits = slices.DeleteFunc(r.s.Permits, func(id uuid.UUID) bool { return id == req.RuntimeSession })
 	return nil
 }
 

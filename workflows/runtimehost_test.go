@@ -27,6 +27,8 @@ type hostEnv struct {
 	parkFails int
 	// hostGone: the host's record was deleted (its agent was).
 	hostGone bool
+	// archived: recording a member active fails (the host was archived meanwhile).
+	archived bool
 }
 
 func newHostEnv(t *testing.T) *hostEnv {
@@ -47,6 +49,9 @@ func newHostEnv(t *testing.T) *hostEnv {
 		Placement: domain.PlacementShared, State: domain.HostProvisioning, SandboxName: "jam-0123456789abcdef"}, nil)
 	e.env.OnActivity(h.MarkMember, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.MarkMemberInput) (activities.MarkMemberResult, error) {
+			if e.archived && in.Membership == domain.MembershipActive {
+				return activities.MarkMemberResult{}, temporal.NewNonRetryableApplicationError("archived", activities.ErrTypeHostScope, nil)
+			}
 			if in.HostState != "" {
 				e.ops = append(e.ops, "host:"+string(in.HostState))
 			}
@@ -223,6 +228,47 @@ func TestAHostWhoseRecordIsGoneParksThenEnds(t *testing.T) {
 		t.Fatalf("completed %v, error %v", e.env.IsWorkflowCompleted(), e.env.GetWorkflowError())
 	}
 	if want := []string{"ensure+fence", "host:active", "checkpoint:before_stop", "park", "host:parked"}; !equalOps(e.ops, want) {
+		t.Fatalf("ops %v, want %v", e.ops, want)
+	}
+}
+
+// The final park failed (the node may have died with providers in the guest): the next
+// acquire verifies and fences the sandbox instead of trusting it, and the park debt is paid.
+func TestAnAcquireAfterAFailedParkFencesTheSandbox(t *testing.T) {
+	e := newHostEnv(t)
+	e.parkFails = 3
+	a, b := uuid.New(), uuid.New()
+	var errs [3]error
+	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(2*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a}, &errs[1])
+	e.update(30*time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: b}, &errs[2])
+	e.run(10 * time.Minute)
+	want := []string{"ensure+fence", "host:active", "checkpoint:before_stop", "park-failed", "park-failed", "park-failed",
+		"ensure+fence", "host:active"}
+	if !equalOps(e.ops, want) || errs != [3]error{} {
+		t.Fatalf("ops %v (want %v), errs %v", e.ops, want, errs)
+	}
+}
+
+// An acquire whose membership cannot be recorded fails without leaving a lease that would
+// keep the sandbox from ever parking.
+func TestAFailedAcquireLeavesNoLease(t *testing.T) {
+	e := newHostEnv(t)
+	e.archived = true
+	var err error
+	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: uuid.New()}, &err)
+	var leases int
+	e.env.RegisterDelayedCallback(func() {
+		v, _ := e.env.QueryWorkflow(QueryHost)
+		var st RuntimeHostStatus
+		_ = v.Get(&st)
+		leases = len(st.Leases)
+	}, time.Minute)
+	e.run(10 * time.Minute)
+	if !HasAppErrType(err, activities.ErrTypeHostScope) || leases != 0 {
+		t.Fatalf("acquire %v, %d leases", err, leases)
+	}
+	if want := []string{"ensure+fence", "checkpoint:before_stop", "park", "host:parked"}; !equalOps(e.ops, want) {
 		t.Fatalf("ops %v, want %v", e.ops, want)
 	}
 }

@@ -2,6 +2,7 @@ package roomctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -25,6 +26,9 @@ var (
 	_ activities.MemberControl = (*Hosts)(nil)
 )
 
+// ErrMemberNotStopped: a host control's member kept its runtime (its teardown failed).
+var ErrMemberNotStopped = errors.New("member not stopped")
+
 // hostStart starts RuntimeHost:<host> or uses the running one.
 func hostStart(host uuid.UUID) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
@@ -36,7 +40,7 @@ func hostStart(host uuid.UUID) client.StartWorkflowOptions {
 }
 
 // updateHost sends an update to the host's workflow, starting it when it is not running.
-func (h *Hosts) updateHost(ctx context.Context, host uuid.UUID, name string, arg any, out any) error {
+func (h *Hosts) updateHost(ctx context.Context, updateID string, host uuid.UUID, name string, arg any, out any) error {
 	op := h.Client.NewWithStartWorkflowOperation(hostStart(host), workflows.RuntimeHost, workflows.RuntimeHostInput{Host: host})
 	args := []any{}
 	if arg != nil {
@@ -44,7 +48,7 @@ func (h *Hosts) updateHost(ctx context.Context, host uuid.UUID, name string, arg
 	}
 	handle, err := h.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: workflows.RuntimeHostID(host), UpdateName: name,
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateID: updateID, WorkflowID: workflows.RuntimeHostID(host), UpdateName: name,
 			Args: args, WaitForStage: client.WorkflowUpdateStageCompleted},
 	})
 	if err != nil {
@@ -57,15 +61,15 @@ func (h *Hosts) updateHost(ctx context.Context, host uuid.UUID, name string, arg
 }
 
 // Acquire takes the member's lease; the sandbox is ready when it returns.
-func (h *Hosts) Acquire(ctx context.Context, host, session uuid.UUID) (activities.HostLease, error) {
+func (h *Hosts) Acquire(ctx context.Context, updateID string, host, session uuid.UUID) (activities.HostLease, error) {
 	var out activities.HostLease
-	err := h.updateHost(ctx, host, workflows.UpdateAcquire, workflows.LeaseRequest{RuntimeSession: session}, &out)
+	err := h.updateHost(ctx, updateID, host, workflows.UpdateAcquire, workflows.LeaseRequest{RuntimeSession: session}, &out)
 	return out, err
 }
 
 // Release drops the member's lease. A host whose workflow is not running holds no lease.
-func (h *Hosts) Release(ctx context.Context, host, session uuid.UUID) error {
-	err := h.update(ctx, host, session, workflows.UpdateRelease)
+func (h *Hosts) Release(ctx context.Context, updateID string, host, session uuid.UUID) error {
+	err := h.update(ctx, updateID, host, session, workflows.UpdateRelease)
 	if workflows.IsNoSession(err) {
 		return nil
 	}
@@ -73,18 +77,18 @@ func (h *Hosts) Release(ctx context.Context, host, session uuid.UUID) error {
 }
 
 // Permit takes a turn permit for the member; it waits while a checkpoint holds the host.
-func (h *Hosts) Permit(ctx context.Context, host, session uuid.UUID) error {
-	return h.update(ctx, host, session, workflows.UpdatePermit)
+func (h *Hosts) Permit(ctx context.Context, updateID string, host, session uuid.UUID) error {
+	return h.update(ctx, updateID, host, session, workflows.UpdatePermit)
 }
 
 // Unpermit returns the member's turn permit.
-func (h *Hosts) Unpermit(ctx context.Context, host, session uuid.UUID) error {
-	return h.update(ctx, host, session, workflows.UpdateUnpermit)
+func (h *Hosts) Unpermit(ctx context.Context, updateID string, host, session uuid.UUID) error {
+	return h.update(ctx, updateID, host, session, workflows.UpdateUnpermit)
 }
 
 // update sends a member's update to a running host workflow.
-func (h *Hosts) update(ctx context.Context, host, session uuid.UUID, name string) error {
-	handle, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.RuntimeHostID(host),
+func (h *Hosts) update(ctx context.Context, updateID string, host, session uuid.UUID, name string) error {
+	handle, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: updateID, WorkflowID: workflows.RuntimeHostID(host),
 		UpdateName: name, Args: []any{workflows.LeaseRequest{RuntimeSession: session}},
 		WaitForStage: client.WorkflowUpdateStageCompleted})
 	if err == nil {
@@ -99,7 +103,7 @@ func (h *Hosts) update(ctx context.Context, host, session uuid.UUID, name string
 // Control runs a host-scope control and returns every member it affected.
 func (h *Hosts) Control(ctx context.Context, host uuid.UUID, req workflows.ControlRequest) (workflows.ControlResult, error) {
 	var out workflows.ControlResult
-	err := h.updateHost(ctx, host, workflows.UpdateControl, req, &out)
+	err := h.updateHost(ctx, "", host, workflows.UpdateControl, req, &out)
 	return out, err
 }
 
@@ -121,7 +125,7 @@ func (h *Hosts) Status(ctx context.Context, host uuid.UUID) (workflows.RuntimeHo
 
 // StopMember stops a member's runtime and reports whether it was live. A member with no
 // running workflow was not live.
-func (h *Hosts) StopMember(ctx context.Context, session uuid.UUID, reason domain.SessionStopReason) (bool, error) {
+func (h *Hosts) StopMember(ctx context.Context, updateID string, session uuid.UUID, reason domain.SessionStopReason) (bool, error) {
 	s := Starter{Client: h.Client}
 	before, err := s.State(ctx, session)
 	if workflows.IsNoSession(err) {
@@ -130,11 +134,17 @@ func (h *Hosts) StopMember(ctx context.Context, session uuid.UUID, reason domain
 	if err != nil {
 		return false, err
 	}
-	if _, err := s.Update(ctx, session, workflows.UpdateStop, workflows.StopRequest{Reason: string(reason)}); err != nil {
+	after, err := s.UpdateWithID(ctx, updateID, session, workflows.UpdateStop, workflows.StopRequest{Reason: string(reason)})
+	if err != nil {
 		if workflows.IsNoSession(err) || workflows.IsRetired(err) {
 			return false, nil
 		}
 		return false, err
+	}
+	if after.Leased {
+		// Its teardown failed: a child may still run on the host, which must not be parked
+		// or destroyed under it.
+		return false, fmt.Errorf("%w: member %s could not be torn down: %s", ErrMemberNotStopped, session, after.LastError)
 	}
 	return before.Phase == domain.PhaseLive || before.Phase == domain.PhaseStarting, nil
 }

@@ -136,7 +136,13 @@ func (s *Starter) eachSession(ctx context.Context, agent uuid.UUID, removed bool
 
 // Update sends a RoomSession update and waits for its result.
 func (s *Starter) Update(ctx context.Context, session uuid.UUID, name string, arg any) (workflows.RoomSessionStatus, error) {
-	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	return s.UpdateWithID(ctx, "", session, name, arg)
+}
+
+// UpdateWithID is Update under a caller-chosen update id ("" = a new one): a retry with the
+// same id attaches to the update already sent.
+func (s *Starter) UpdateWithID(ctx context.Context, updateID string, session uuid.UUID, name string, arg any) (workflows.RoomSessionStatus, error) {
+	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: updateID,
 		WorkflowID: workflows.RoomSessionID(session), UpdateName: name, Args: []any{arg},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})

@@ -93,3 +93,18 @@ func (e *EnvFile) Path() string { return e.path }
 func (e *EnvFile) Release() {
 	e.once.Do(func() { _ = os.Remove(e.path) })
 }
+
+// HostEnv is the environment the `sbx` CLI itself runs with on the host: the worker's, less
+// custody keys and secret-looking names. `sbx` needs its own configuration (PATH, HOME,
+// DOCKER_*), never Jam's or a provider's credentials.
+func HostEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if domain.IsCustodyEnvKey(name) || domain.IsSecretLikeEnvKey(name) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}

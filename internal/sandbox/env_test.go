@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,5 +123,13 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestTheSbxClientRunsWithoutCredentials(t *testing.T) {
+	got := sandbox.HostEnv([]string{"PATH=/bin", "HOME=/root", "DOCKER_HOST=unix:///x", "JAM_AGENT_KEY_2=k",
+		"OPENAI_API_KEY=sk", "JAM_API_TOKEN=t", "GITHUB_TOKEN=g"})
+	if want := []string{"PATH=/bin", "HOME=/root", "DOCKER_HOST=unix:///x"}; !slices.Equal(got, want) {
+		t.Fatalf("host env %v, want %v", got, want)
 	}
 }

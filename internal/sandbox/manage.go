@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jam-dev/jam/internal/domain"
 )
@@ -85,7 +86,7 @@ func (m *Manager) Ensure(ctx context.Context, plan Plan, fence bool) (EnsureResu
 		return EnsureResult{}, fmt.Errorf("%w: sandbox %s exists but no owner marker proves Jam made it", ErrOwnershipMismatch, plan.Name)
 	}
 	if mk.Pending {
-		return m.finishPending(ctx, plan, mk)
+		return m.finishPending(ctx, plan, mk, *sb)
 	}
 	var out EnsureResult
 	if fence && sb.Status == domain.SandboxRunning {
@@ -131,7 +132,11 @@ func (m *Manager) create(ctx context.Context, plan Plan, digest string, old Mark
 			return EnsureResult{}, err
 		}
 	}
-	mk := Marker{Plan: plan, Nonce: nonce, MCPDigest: digest, Pending: true}
+	since := time.Now().UTC()
+	if hadMarker && old.Pending && old.PendingSince != nil && nonce == old.Nonce {
+		since = *old.PendingSince
+	}
+	mk := Marker{Plan: plan, Nonce: nonce, MCPDigest: digest, Pending: true, PendingSince: &since}
 	if err := m.Markers.Write(mk); err != nil {
 		return EnsureResult{}, err
 	}
@@ -141,19 +146,31 @@ func (m *Manager) create(ctx context.Context, plan Plan, digest string, old Mark
 		spec.Extra = append(spec.Extra, ro+":ro")
 	}
 	if err := m.Driver.Create(ctx, spec); err != nil {
-		// The pending marker stays: if Docker made the sandbox after all, the next ensure
-		// converges on it; if not, it creates again under the same intent.
+		// When Docker has no such sandbox the intent is void and goes; when it has one (it
+		// may have made it after all) the intent stays, and the next ensure converges on it
+		// only with proof that it was made after the intent.
+		if sb, ferr := m.find(context.WithoutCancel(ctx), plan.Name); ferr == nil && sb == nil {
+			_ = m.Markers.Remove(plan.Name)
+		}
 		return EnsureResult{}, fmt.Errorf("create sandbox %s: %w", plan.Name, err)
 	}
 	return m.publish(ctx, plan, mk, true)
 }
 
+// pendingSlack tolerates the coarse clocks of Docker's creation timestamps.
+const pendingSlack = 2 * time.Second
+
 // finishPending converges after a crash between `sbx create` and the published marker: the
 // sandbox named by Jam's own recorded intent is completed when its guest holds no nonce or
 // this intent's nonce; any other nonce is not Jam's.
-func (m *Manager) finishPending(ctx context.Context, plan Plan, mk Marker) (EnsureResult, error) {
+func (m *Manager) finishPending(ctx context.Context, plan Plan, mk Marker, sb Sandbox) (EnsureResult, error) {
 	if Compare(mk.Plan, plan) != MatchExact {
 		return EnsureResult{}, fmt.Errorf("%w: sandbox %s was intended with another plan", ErrOwnershipMismatch, plan.Name)
+	}
+	// Docker's creation time must not precede the intent (with a little clock slack): an
+	// older sandbox of the same name was made by someone else.
+	if mk.PendingSince == nil || sb.CreatedAt == nil || sb.CreatedAt.Before(mk.PendingSince.Add(-pendingSlack)) {
+		return EnsureResult{}, fmt.Errorf("%w: sandbox %s cannot be shown to be the one Jam intended to create", ErrOwnershipMismatch, plan.Name)
 	}
 	guest, err := m.Driver.ReadGuestNonce(ctx, plan.Name)
 	var cmdErr *CommandError

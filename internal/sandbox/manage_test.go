@@ -152,7 +152,8 @@ func TestACrashBetweenCreateAndMarkerConvergesOnOneSandbox(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, "")
 	nonce, _ := sandbox.NewNonce()
-	if err := f.m.Markers.Write(sandbox.Marker{Plan: f.plan, Nonce: nonce, MCPDigest: sandbox.MCPDigest(f.plan), Pending: true}); err != nil {
+	since := time.Now().UTC()
+	if err := f.m.Markers.Write(sandbox.Marker{Plan: f.plan, Nonce: nonce, MCPDigest: sandbox.MCPDigest(f.plan), Pending: true, PendingSince: &since}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.m.Driver.Create(ctx, sandbox.CreateSpec{Name: f.plan.Name, Agent: f.plan.Agent, Workspace: f.plan.Workspace}); err != nil {
@@ -175,11 +176,40 @@ func TestACrashBetweenCreateAndMarkerConvergesOnOneSandbox(t *testing.T) {
 
 	// A crash before Docker made the sandbox: the retry creates it under the same intent.
 	g := newFixture(t, "")
-	if err := g.m.Markers.Write(sandbox.Marker{Plan: g.plan, Nonce: nonce, Pending: true}); err != nil {
+	if err := g.m.Markers.Write(sandbox.Marker{Plan: g.plan, Nonce: nonce, Pending: true, PendingSince: &since}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := g.m.Ensure(ctx, g.plan, false); err != nil || !res.Created || g.calls(t, "create") != 1 {
 		t.Fatalf("create after a crash before create %+v %v", res, err)
+	}
+}
+
+// A pending intent never adopts a sandbox Docker made before the intent was written (someone
+// else's, under Jam's name), and a create that failed with nothing made leaves no intent.
+func TestAPendingIntentAdoptsOnlyASandboxMadeAfterIt(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "")
+	if err := f.m.Driver.Create(ctx, sandbox.CreateSpec{Name: f.plan.Name, Agent: f.plan.Agent}); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().UTC().Add(time.Minute)
+	nonce, _ := sandbox.NewNonce()
+	if err := f.m.Markers.Write(sandbox.Marker{Plan: f.plan, Nonce: nonce, MCPDigest: sandbox.MCPDigest(f.plan), Pending: true, PendingSince: &later}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.m.Ensure(ctx, f.plan, false); !errors.Is(err, sandbox.ErrOwnershipMismatch) {
+		t.Fatalf("an older sandbox was adopted: %v", err)
+	}
+	if f.calls(t, "exec") != 0 {
+		t.Fatal("Jam wrote into a sandbox it cannot prove it made")
+	}
+
+	g := newFixture(t, "create")
+	if _, err := g.m.Ensure(ctx, g.plan, false); err == nil {
+		t.Fatal("an injected create failure succeeded")
+	}
+	if _, err := g.m.Markers.Read(g.plan.Name); !errors.Is(err, sandbox.ErrNoMarker) {
+		t.Fatalf("a void intent was kept: %v", err)
 	}
 }
 
@@ -189,7 +219,8 @@ func TestAMarkerThatCannotBePublishedRemovesTheNewSandbox(t *testing.T) {
 	// The sandbox was created under a pending intent; then the finished marker cannot be
 	// published (a full disk, say).
 	nonce, _ := sandbox.NewNonce()
-	if err := f.m.Markers.Write(sandbox.Marker{Plan: f.plan, Nonce: nonce, MCPDigest: sandbox.MCPDigest(f.plan), Pending: true}); err != nil {
+	since := time.Now().UTC()
+	if err := f.m.Markers.Write(sandbox.Marker{Plan: f.plan, Nonce: nonce, MCPDigest: sandbox.MCPDigest(f.plan), Pending: true, PendingSince: &since}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.m.Driver.Create(ctx, sandbox.CreateSpec{Name: f.plan.Name, Agent: f.plan.Agent, Workspace: f.plan.Workspace}); err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -91,6 +92,9 @@ type Marker struct {
 	// Pending: the intent to create, written before `sbx create`; cleared once the guest holds
 	// the nonce. A crash in between leaves it, and the next ensure converges on that sandbox.
 	Pending bool `json:"pending,omitempty"`
+	// PendingSince is when the intent was written: a sandbox Docker reports as created
+	// before it cannot be the one this intent created.
+	PendingSince *time.Time `json:"pending_since,omitempty"`
 }
 
 // GuestMarker is what the guest holds: only the nonce and the name it was written for.
