@@ -508,16 +508,32 @@ func (r *roomSession) prepare(ctx workflow.Context, node string, sandboxed bool)
 // that died (or whose worker did) sends the session dormant, and the still-queued messages
 // wake it again a bounded number of times.
 func (r *roomSession) turn(ctx workflow.Context) {
-	r.s.Turns++
-	r.runTurns++
 	actx := r.nodeCtx(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 24 * time.Hour,
 		HeartbeatTimeout:    runtimeHeartbeat,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
-	if r.s.Leased && !r.permit(ctx, false) {
-		return
+	if len(r.actions) > 0 {
+		return // a stop, restart or remove came in while the runtime was prepared: it goes first
 	}
+	if r.s.Leased {
+		if !r.permit(ctx, false) {
+			// The host no longer answers for this lease (its workflow ended or lost it): the
+			// runtime cannot be trusted to run there. Tear down and wake again, boundedly.
+			r.teardown(ctx, domain.CheckpointBeforeStop)
+			r.s.Crashes++
+			if r.s.Crashes <= maxCrashRetries {
+				r.s.Pokes++
+			}
+			return
+		}
+		if len(r.actions) > 0 {
+			r.permit(ctx, true)
+			return
+		}
+	}
+	r.s.Turns++
+	r.runTurns++
 	r.s.InTurn = true
 	var out activities.RunTurnResult
 	err := workflow.ExecuteActivity(actx, r.rt.RunTurn, activities.RunTurnInput{RuntimeSession: r.in.RuntimeSession,

@@ -435,3 +435,41 @@ func TestAnUpdateQueuedWhileContinueAsNewWaitsIsServed(t *testing.T) {
 		t.Fatalf("want continue-as-new after serving both, got %v", err)
 	}
 }
+
+// A stop that arrives while the runtime is still being prepared is served before any turn:
+// it does not wait out a turn that has not started (the messages stay queued).
+func TestAStopDuringPrepareRunsNoTurn(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Sessions{})
+	env.RegisterActivity(&activities.Runtimes{})
+	var sess *activities.Sessions
+	var rt *activities.Runtimes
+	env.OnActivity(sess.LoadSession, mock.Anything, mock.Anything).Return(
+		activities.LoadSessionResult{Backlog: 1, Lazy: true, IdleSecs: 600, Node: "n1"}, nil)
+	env.OnActivity(rt.PrepareRuntime, mock.Anything, mock.Anything).After(10*time.Second).Return(
+		activities.PrepareRuntimeResult{Generation: 1, IdlePolicy: domain.IdleAllow}, nil)
+	turns := 0
+	env.OnActivity(rt.RunTurn, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.RunTurnInput) (activities.RunTurnResult, error) {
+			turns++
+			return activities.RunTurnResult{Outcome: domain.TurnComplete}, nil
+		})
+	var teardowns []domain.CheckpointReason
+	env.OnActivity(rt.TeardownRuntime, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.TeardownRuntimeInput) error {
+			teardowns = append(teardowns, in.Reason)
+			return nil
+		})
+	env.OnActivity(rt.InterruptTurn, mock.Anything, mock.Anything).Return(nil)
+	var stopped error = errors.New("not answered")
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdateStop, "s", &testsuite.TestUpdateCallback{OnReject: func(err error) { stopped = err }, OnAccept: func() {},
+			OnComplete: func(_ interface{}, err error) { stopped = err }}, StopRequest{Reason: string(domain.StopOperator)})
+	}, 5*time.Second)
+	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Hour)
+	env.ExecuteWorkflow(RoomSession, RoomSessionInput{RuntimeSession: uuid.New()})
+	if stopped != nil || turns != 0 || len(teardowns) != 1 {
+		t.Fatalf("stop %v, %d turns, teardowns %v", stopped, turns, teardowns)
+	}
+}
