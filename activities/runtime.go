@@ -74,6 +74,8 @@ type PrepareRuntimeResult struct {
 	Identity          string            `json:"identity,omitempty"`
 	PID               int               `json:"pid"`
 	IdlePolicy        domain.IdlePolicy `json:"idle_policy"`
+	// Activation says how a sandboxed session's provider state was prepared ("" host-native).
+	Activation Activation `json:"activation,omitempty"`
 }
 
 // PrepareRuntime starts a new runtime instance for the session: it issues the next instance
@@ -123,11 +125,31 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	l.release() // the provider has started (or failed): the env file has served
 	switch {
 	case errors.Is(err, provider.ErrExactResumeUnavailable):
+		if c := l.activation.checkpoint; c != nil {
+			_ = r.observe(ctx, *c, hs, domain.ResumeFailed, domain.Truncate(err.Error(), 500)) // failing closed anyway
+		}
 		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("runtime session %s cannot resume provider session %s exactly", hs.RuntimeSessionID, hs.ProviderSessionID),
 			ErrTypeExactResume, err)
 	case err != nil:
 		return PrepareRuntimeResult{}, fmt.Errorf("start runtime %s: %w", hs.RuntimeSessionID, err)
+	}
+	if c := l.activation.checkpoint; c != nil {
+		// Succeeded only when the provider confirmed the very identity it was asked for.
+		outcome, detail := domain.ResumeSucceeded, string(l.activation.kind)
+		if !p.Resumed || p.ProviderSessionID != hs.ProviderSessionID {
+			outcome, detail = domain.ResumeFailed, fmt.Sprintf("the provider answered with session %q", p.ProviderSessionID)
+		}
+		if err := r.observe(ctx, *c, hs, outcome, detail); err != nil {
+			_ = r.Table.Teardown(context.WithoutCancel(ctx), hs.RuntimeSessionID, domain.CheckpointBeforeStop)
+			return PrepareRuntimeResult{}, err
+		}
+		if outcome == domain.ResumeFailed {
+			_ = r.Table.Teardown(context.WithoutCancel(ctx), hs.RuntimeSessionID, domain.CheckpointBeforeStop)
+			return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("runtime session %s did not resume provider session %s: %s", hs.RuntimeSessionID, hs.ProviderSessionID, detail),
+				ErrTypeExactResume, nil)
+		}
 	}
 	if p.ProviderSessionID != "" && p.ProviderSessionID != hs.ProviderSessionID {
 		if err := r.Store.BindProviderSession(ctx, hs.RuntimeSessionID, p.ProviderSessionID, time.Now()); err != nil {
@@ -137,7 +159,7 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		}
 	}
 	return PrepareRuntimeResult{Generation: gen, ProviderSessionID: p.ProviderSessionID, Resumed: p.Resumed,
-		Identity: p.Identity, PID: p.PID, IdlePolicy: rt.IdlePolicy()}, nil
+		Identity: p.Identity, PID: p.PID, IdlePolicy: rt.IdlePolicy(), Activation: l.activation.kind}, nil
 }
 
 // launch is how the session's provider starts: in its host's sandbox, or host-native with

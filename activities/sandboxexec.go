@@ -31,6 +31,8 @@ type launch struct {
 	// env, when set, replaces the worker's environment for the launched process (the `sbx`
 	// client of a sandboxed runtime gets the driver's credential-free environment).
 	env []string
+	// activation is how the provider state was prepared for an exact resume.
+	activation activated
 }
 
 // environ is the launched process's environment: its own when set, else the worker's.
@@ -61,6 +63,10 @@ func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row
 			fmt.Sprintf("runtime session %s does not run in sandbox %q", hs.RuntimeSessionID, in.Sandbox), ErrTypeValidation, nil)
 	}
 	if err := ProvisionWorkspace(ctx, r.Store, r.Layout, h, hs); err != nil {
+		return launch{}, err
+	}
+	act, err := r.activate(ctx, h, hs, row.Provider)
+	if err != nil {
 		return launch{}, err
 	}
 	paths, err := workspace.ManagedPaths(r.Layout, h.ID)
@@ -117,7 +123,7 @@ func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row
 		ef.Release()
 		return launch{}, err
 	}
-	return launch{exe: argv[0], args: argv[1:], dir: dir, envFile: ef, env: sandbox.HostEnv(d.Env)}, nil
+	return launch{exe: argv[0], args: argv[1:], dir: dir, envFile: ef, env: sandbox.HostEnv(d.Env), activation: act}, nil
 }
 
 // EnvFiles lists the env files not yet released (tests assert none outlives a spawn).

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -342,5 +343,92 @@ func TestDedicatedHostsAreIsolatedPerSessionAndParkWhenIdle(t *testing.T) {
 			t.Fatalf("the deleted agent's sandbox still runs: %v", e.sandboxes(t))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A sandboxed session whose provider state is lost (a fresh host root) resumes the very same
+// provider session from its newest verified checkpoint; with every checkpoint corrupt it
+// fails closed before the runtime is built, and its messages stay queued.
+func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	e := startSandboxDev(t)
+	c := e.d.client
+	agent := sandboxedAgent(t, c, "keeper", domain.PlacementDedicated)
+	room, session := roomWith(t, c, "lab", agent)
+	for i, want := range []string{"turns remembered: 0", "turns remembered: 1"} {
+		if r := awaitReply(t, c, postText(t, c, room.ID, fmt.Sprintf("[[count]] %d", i)), 60*time.Second); !strings.Contains(r.Text, want) {
+			t.Fatalf("turn %d: %q", i, r.Text)
+		}
+	}
+	hostRoot := filepath.Join(e.home, "runtime-hosts", session.String())
+	state := filepath.Join(hostRoot, "provider-state", "cursor")
+	checkpoints := func(n int) api.CheckpointList {
+		t.Helper()
+		var l api.CheckpointList
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+session.String()+"/checkpoints", nil, &l))
+			if len(l.Items) >= n {
+				return l
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d checkpoints, want %d", len(l.Items), n)
+			}
+		}
+	}
+	loseState := func() {
+		t.Helper()
+		if err := os.RemoveAll(state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := func() {
+		t.Helper()
+		must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session.String()+"/stop", nil, nil))
+	}
+	restart := func() {
+		t.Helper()
+		must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session.String()+"/restart", nil, nil))
+	}
+
+	stop()
+	first := checkpoints(1).Items[0]
+	if len(first.Sessions) != 1 || first.Sessions[0].ProviderSessionID == "" {
+		t.Fatalf("checkpoint %+v", first)
+	}
+	loseState()
+	restart()
+	awaitPresence(t, c, session, domain.PresenceLive, 60*time.Second)
+	if r := awaitReply(t, c, postText(t, c, room.ID, "[[count]] after the loss"), 60*time.Second); !strings.Contains(r.Text, "turns remembered: 2") {
+		t.Fatalf("after restoring: %q", r.Text)
+	}
+	if got := getSession(t, c, session); got.ProviderSessionID != first.Sessions[0].ProviderSessionID {
+		t.Fatalf("the session moved to provider session %q", got.ProviderSessionID)
+	}
+
+	// Every checkpoint corrupt and the state lost again: no silent fresh thread.
+	stop()
+	for _, cp := range checkpoints(2).Items {
+		if err := os.RemoveAll(filepath.Join(hostRoot, "checkpoints", cp.ID.String(), "payload")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loseState()
+	restart()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		s := getSession(t, c, session)
+		if s.Runtime != nil && strings.Contains(s.Runtime.LastError, "provider state is gone") {
+			if s.Presence == domain.PresenceLive {
+				t.Fatalf("live after failing closed: %+v", s)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("did not fail closed: %+v", s.Runtime)
+		}
+	}
+	m := postText(t, c, room.ID, "[[count]] anyone?")
+	time.Sleep(2 * time.Second)
+	if rs := repliesTo(t, c, m); len(rs) != 0 {
+		t.Fatalf("answered from a fresh thread: %+v", rs)
 	}
 }
