@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/google/uuid"
@@ -88,6 +89,11 @@ func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpoin
 	src, err := paths.ProviderState(provider)
 	if err != nil {
 		return CaptureCheckpointResult{}, err
+	}
+	if entries, err := os.ReadDir(src); err != nil || len(entries) == 0 {
+		// Nothing on disk (never written, or lost): a generation would claim sessions it
+		// does not hold.
+		return CaptureCheckpointResult{ID: in.ID, Skipped: true}, nil
 	}
 	gens := checkpoint.Store{Root: paths.Checkpoints()}
 	req := checkpoint.CaptureRequest{Meta: checkpoint.Meta{ID: in.ID, Host: h.ID, Reason: in.Reason, Provider: provider,

@@ -273,3 +273,29 @@ func (s *Server) listCheckpoints(c *gin.Context) error {
 	c.JSON(http.StatusOK, out)
 	return nil
 }
+
+// ContinuityBody is the body of GET /v1/hosts/{id}/continuity.
+type ContinuityBody struct {
+	activities.ContinuityReport
+	WorkflowID string `json:"workflow_id"`
+}
+
+// hostContinuity asks the host's node whether every bound provider session can be resumed
+// exactly from the newest checkpoint (verified on that node's disk).
+func (s *Server) hostContinuity(c *gin.Context) error {
+	h, err := lookup(c, "runtime host", s.cfg.Store.GetRuntimeHost)
+	if err != nil {
+		return err
+	}
+	if !h.Sandboxed {
+		return domain.Refuse("runtime host %s has no managed provider state", h.ID)
+	}
+	var out activities.ContinuityReport
+	run, err := s.askNodeWith(c, h.Node, workflows.ContinuityInspectionID(h.ID), workflows.ContinuityInspectionTimeout,
+		workflows.ContinuityInspection, workflows.HostProbeInput{Node: h.Node, Host: h.ID}, &out)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, ContinuityBody{ContinuityReport: out, WorkflowID: run.GetID()})
+	return nil
+}

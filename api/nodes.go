@@ -117,6 +117,11 @@ func (s *Server) probeNode(c *gin.Context) error {
 // for its answer into out, within bound plus a margin. A node that does not answer is 504; a
 // node that answers with a failure is 502.
 func (s *Server) askNode(c *gin.Context, node, id string, bound time.Duration, wf any, out any) (client.WorkflowRun, error) {
+	return s.askNodeWith(c, node, id, bound, wf, workflows.NodeProbeInput{Node: node}, out)
+}
+
+// askNodeWith is askNode for a question workflow that takes its own input.
+func (s *Server) askNodeWith(c *gin.Context, node, id string, bound time.Duration, wf, in any, out any) (client.WorkflowRun, error) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), bound+5*time.Second)
 	defer cancel()
 	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
@@ -125,7 +130,7 @@ func (s *Server) askNode(c *gin.Context, node, id string, bound time.Duration, w
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowExecutionTimeout: 2 * bound,
-	}, wf, workflows.NodeProbeInput{Node: node})
+	}, wf, in)
 	if err != nil {
 		return nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
 	}

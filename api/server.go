@@ -83,6 +83,7 @@ func New(cfg Config) (*Server, error) {
 	op.GET("/hosts/:id", s.handler(s.getHost))
 	op.POST("/hosts/:id/control", s.handler(s.controlHost))
 	op.GET("/hosts/:id/checkpoints", s.handler(s.listCheckpoints))
+	op.GET("/hosts/:id/continuity", s.handler(s.hostContinuity))
 	op.GET("/settings", s.handler(s.listSettings))
 	op.GET("/settings/:key", s.handler(s.getSetting))
 	op.PUT("/settings/:key", s.handler(s.putSetting))

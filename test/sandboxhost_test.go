@@ -390,8 +390,20 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 		must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session.String()+"/restart", nil, nil))
 	}
 
+	continuity := func() api.ContinuityBody {
+		t.Helper()
+		var b api.ContinuityBody
+		must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+session.String()+"/continuity", nil, &b))
+		return b
+	}
+	if got := continuity(); got.Status != domain.ContinuityMissing || got.CanStartFresh || !got.RuntimeRunning {
+		t.Fatalf("continuity while live with no checkpoint: %+v", got.ContinuityReport)
+	}
 	stop()
 	first := checkpoints(1).Items[0]
+	if got := continuity(); got.Status != domain.ContinuityHealthy || got.CanStartFresh || len(got.Sessions) != 1 || !got.Sessions[0].Captured {
+		t.Fatalf("continuity after the checkpoint: %+v", got.ContinuityReport)
+	}
 	if len(first.Sessions) != 1 || first.Sessions[0].ProviderSessionID == "" {
 		t.Fatalf("checkpoint %+v", first)
 	}
@@ -425,6 +437,10 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 		if time.Now().After(deadline) {
 			t.Fatalf("did not fail closed: %+v", s.Runtime)
 		}
+	}
+	got := continuity()
+	if got.Status != domain.ContinuityCorrupt || !got.CanStartFresh || got.RuntimeRunning || got.EvidenceChecksum == "" {
+		t.Fatalf("continuity after failing closed: %+v", got.ContinuityReport)
 	}
 	m := postText(t, c, room.ID, "[[count]] anyone?")
 	time.Sleep(2 * time.Second)

@@ -14,16 +14,17 @@ import (
 // inverse parser so an id seen in the Temporal UI can be traced back to its record.
 
 const (
-	TypeRoomSession        = "RoomSession"
-	TypeRuntimeHost        = "RuntimeHost"
-	TypeTemplateApply      = "TemplateApply"
-	TypeWorkspaceOp        = "WorkspaceOp"
-	TypeHostCleanup        = "HostCleanup"
-	TypeContinuityReset    = "ContinuityReset"
-	TypeCheckpointDeletion = "CheckpointDeletion"
-	TypeNodeProbe          = "NodeProbe"
-	TypeSandboxProbe       = "SandboxProbe"
-	TypeSandboxInventory   = "SandboxInventory"
+	TypeRoomSession          = "RoomSession"
+	TypeRuntimeHost          = "RuntimeHost"
+	TypeTemplateApply        = "TemplateApply"
+	TypeWorkspaceOp          = "WorkspaceOp"
+	TypeHostCleanup          = "HostCleanup"
+	TypeContinuityReset      = "ContinuityReset"
+	TypeCheckpointDeletion   = "CheckpointDeletion"
+	TypeNodeProbe            = "NodeProbe"
+	TypeSandboxProbe         = "SandboxProbe"
+	TypeSandboxInventory     = "SandboxInventory"
+	TypeContinuityInspection = "ContinuityInspection"
 )
 
 func uuidID(typ string, id uuid.UUID) string { return typ + ":" + id.String() }
@@ -114,6 +115,15 @@ func CheckpointDeletionID(checkpoint uuid.UUID) string {
 // ParseCheckpointDeletionID inverts CheckpointDeletionID.
 func ParseCheckpointDeletionID(id string) (uuid.UUID, error) {
 	return parseUUIDID(TypeCheckpointDeletion, id)
+}
+
+// ContinuityInspectionID is the continuity inspection of one runtime host; concurrent
+// requests share one run.
+func ContinuityInspectionID(host uuid.UUID) string { return uuidID(TypeContinuityInspection, host) }
+
+// ParseContinuityInspectionID inverts ContinuityInspectionID.
+func ParseContinuityInspectionID(id string) (uuid.UUID, error) {
+	return parseUUIDID(TypeContinuityInspection, id)
 }
 
 // NodeProbeID is the probe of one node; concurrent probes of a node share one run.

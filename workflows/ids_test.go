@@ -21,6 +21,7 @@ func TestWorkflowIDsRoundTrip(t *testing.T) {
 		{"host cleanup", HostCleanupID, ParseHostCleanupID, TypeHostCleanup},
 		{"continuity reset", ContinuityResetID, ParseContinuityResetID, TypeContinuityReset},
 		{"checkpoint deletion", CheckpointDeletionID, ParseCheckpointDeletionID, TypeCheckpointDeletion},
+		{"continuity inspection", ContinuityInspectionID, ParseContinuityInspectionID, TypeContinuityInspection},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

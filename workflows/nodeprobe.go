@@ -3,6 +3,7 @@ package workflows
 import (
 	"time"
 
+	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -64,5 +65,24 @@ func SandboxInventory(ctx workflow.Context, in NodeProbeInput) (sandbox.Inventor
 	var sb *activities.Sandbox
 	var out sandbox.Inventory
 	err := workflow.ExecuteActivity(ctx, sb.SandboxInventory, activities.SandboxInventoryInput{}).Get(ctx, &out)
+	return out, err
+}
+
+// ContinuityInspectionTimeout bounds an inspection: the store reads and the newest
+// checkpoint's verification on the host's node, plus the pickup.
+const ContinuityInspectionTimeout = 30 * time.Second
+
+// HostProbeInput names a runtime host and the node it is pinned to.
+type HostProbeInput struct {
+	Node string    `json:"node"`
+	Host uuid.UUID `json:"host"`
+}
+
+// ContinuityInspection asks the host's node to inspect its continuity. It reads only.
+func ContinuityInspection(ctx workflow.Context, in HostProbeInput) (activities.ContinuityReport, error) {
+	ctx = askNode(ctx, in.Node, ContinuityInspectionTimeout)
+	var ck *activities.Checkpoints
+	var out activities.ContinuityReport
+	err := workflow.ExecuteActivity(ctx, ck.InspectContinuity, activities.InspectContinuityInput{Host: in.Host}).Get(ctx, &out)
 	return out, err
 }

@@ -58,6 +58,10 @@ type RuntimeHostState struct {
 	Created   int         `json:"created"`
 	// Checkpoints counts the generations this host published.
 	Checkpoints int `json:"checkpoints"`
+	// Dirty: a member's turn ran since the last checkpoint (only turns change the provider
+	// state worth capturing; a checkpoint of untouched or lost state would claim sessions it
+	// does not hold).
+	Dirty bool `json:"dirty,omitempty"`
 }
 
 // RuntimeHostStatus is the answer of QueryHost.
@@ -336,9 +340,7 @@ func (r *runtimeHost) park(ctx workflow.Context) {
 	if len(r.s.Leases) > 0 {
 		return // a member arrived while the lock was taken
 	}
-	if !r.s.ParkFailed {
-		r.checkpoint(ctx, domain.CheckpointBeforeStop) // every member is gone: the state is quiesced
-	}
+	r.checkpoint(ctx, domain.CheckpointBeforeStop) // every member is gone: the state is quiesced
 	err := workflow.ExecuteActivity(r.nodeCtx(ctx, sandboxLifecycleTimeout, 3), r.sbx.ParkSandbox,
 		r.sandboxInput()).Get(ctx, nil)
 	if err != nil {
@@ -444,6 +446,9 @@ var checkpointTimeout = 30 * time.Minute
 // as a new generation with reason. A failed capture is reported, not fatal: the state stays
 // on the host's disk, and the previous generation stays the newest verified one.
 func (r *runtimeHost) checkpoint(ctx workflow.Context, reason domain.CheckpointReason) {
+	if !r.s.Dirty {
+		return
+	}
 	var id uuid.UUID
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.New() }).Get(&id); err != nil {
 		return
@@ -464,6 +469,7 @@ func (r *runtimeHost) checkpoint(ctx workflow.Context, reason domain.CheckpointR
 		workflow.GetLogger(ctx).Warn("checkpoint failed", "host", r.in.Host, "reason", reason, "error", err)
 		return
 	}
+	r.s.Dirty = false
 	if !out.Skipped {
 		r.s.Checkpoints++
 	}
@@ -478,6 +484,7 @@ func (r *runtimeHost) permit(ctx workflow.Context, req LeaseRequest) error {
 	if !slices.Contains(r.s.Permits, req.RuntimeSession) {
 		r.s.Permits = append(r.s.Permits, req.RuntimeSession)
 	}
+	r.s.Dirty = true
 	return nil
 }
 

@@ -136,6 +136,9 @@ func TestTheLastReleaseParksTheSandboxAndTheFirstAcquireFencesIt(t *testing.T) {
 			LeaseRequest{RuntimeSession: a})
 	}, 0)
 	e.update(2*time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: b}, &errs[1])
+	var turn [2]error
+	e.update(2500*time.Millisecond, UpdatePermit, LeaseRequest{RuntimeSession: a}, &turn[0])
+	e.update(2700*time.Millisecond, UpdateUnpermit, LeaseRequest{RuntimeSession: a}, &turn[1])
 	e.update(3*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a}, &errs[2])
 	e.update(4*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: b}, &errs[3])
 	e.run(time.Minute)
@@ -162,7 +165,7 @@ func TestAFailedFinalParkStaysRetryable(t *testing.T) {
 	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
 	e.update(2*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a}, &errs[1])
 	e.run(10 * time.Minute)
-	want := []string{"ensure+fence", "host:active", "checkpoint:before_stop", "park-failed", "park-failed", "park-failed", "park", "host:parked"}
+	want := []string{"ensure+fence", "host:active", "park-failed", "park-failed", "park-failed", "park", "host:parked"}
 	if !equalOps(e.ops, want) {
 		t.Fatalf("ops %v, want %v", e.ops, want)
 	}
@@ -175,6 +178,8 @@ func TestHostResetQuiescesEveryMemberThenDestroysOnceAndRestartsOnlyTheLive(t *t
 	e.live[a] = true
 	var errs [3]error
 	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
+	var turn error
+	e.update(1500*time.Millisecond, UpdatePermit, LeaseRequest{RuntimeSession: a}, &turn)
 	e.update(2*time.Second, UpdateControl, ControlRequest{Action: string(domain.HostResetSandbox)}, &errs[1])
 	e.update(3*time.Second, UpdateControl, ControlRequest{Action: "explode"}, &errs[2])
 	e.run(time.Minute)
@@ -227,7 +232,7 @@ func TestAHostWhoseRecordIsGoneParksThenEnds(t *testing.T) {
 	if !e.env.IsWorkflowCompleted() || e.env.GetWorkflowError() != nil {
 		t.Fatalf("completed %v, error %v", e.env.IsWorkflowCompleted(), e.env.GetWorkflowError())
 	}
-	if want := []string{"ensure+fence", "host:active", "checkpoint:before_stop", "park", "host:parked"}; !equalOps(e.ops, want) {
+	if want := []string{"ensure+fence", "host:active", "park", "host:parked"}; !equalOps(e.ops, want) {
 		t.Fatalf("ops %v, want %v", e.ops, want)
 	}
 }
@@ -243,7 +248,7 @@ func TestAnAcquireAfterAFailedParkFencesTheSandbox(t *testing.T) {
 	e.update(2*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a}, &errs[1])
 	e.update(30*time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: b}, &errs[2])
 	e.run(10 * time.Minute)
-	want := []string{"ensure+fence", "host:active", "checkpoint:before_stop", "park-failed", "park-failed", "park-failed",
+	want := []string{"ensure+fence", "host:active", "park-failed", "park-failed", "park-failed",
 		"ensure+fence", "host:active"}
 	if !equalOps(e.ops, want) || errs != [3]error{} {
 		t.Fatalf("ops %v (want %v), errs %v", e.ops, want, errs)
@@ -268,7 +273,7 @@ func TestAFailedAcquireLeavesNoLease(t *testing.T) {
 	if !HasAppErrType(err, activities.ErrTypeHostScope) || leases != 0 {
 		t.Fatalf("acquire %v, %d leases", err, leases)
 	}
-	if want := []string{"ensure+fence", "checkpoint:before_stop", "park", "host:parked"}; !equalOps(e.ops, want) {
+	if want := []string{"ensure+fence", "park", "host:parked"}; !equalOps(e.ops, want) {
 		t.Fatalf("ops %v, want %v", e.ops, want)
 	}
 }

@@ -1,0 +1,180 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jam-dev/jam/internal/checkpoint"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/internal/workspace"
+)
+
+// InspectContinuityInput names the host to inspect.
+type InspectContinuityInput struct {
+	Host uuid.UUID `json:"host"`
+}
+
+// ContinuitySession is one member's continuity evidence.
+type ContinuitySession struct {
+	RuntimeSession    uuid.UUID `json:"runtime_session"`
+	ProviderSessionID string    `json:"provider_session_id"`
+	// Captured: the newest checkpoint holds this exact provider session.
+	Captured bool `json:"captured"`
+	// LastResume is the latest resume observation from the newest checkpoint, if any.
+	LastResume *ResumeEvidence `json:"last_resume,omitempty"`
+}
+
+// ResumeEvidence is one recorded resume attempt.
+type ResumeEvidence struct {
+	ID         uuid.UUID            `json:"id"`
+	Outcome    domain.ResumeOutcome `json:"outcome"`
+	Detail     string               `json:"detail,omitempty"`
+	RecordedAt time.Time            `json:"recorded_at"`
+}
+
+// ContinuityReport is what inspection found, with a checksum over the evidence: an explicit
+// start-fresh must name it, so it acts only on the state the operator saw.
+type ContinuityReport struct {
+	Host       uuid.UUID               `json:"host"`
+	Status     domain.ContinuityStatus `json:"status"`
+	Detail     string                  `json:"detail,omitempty"`
+	Checkpoint *uuid.UUID              `json:"checkpoint,omitempty"`
+	// CheckpointState is the newest checkpoint's verification on disk (complete, incomplete,
+	// corrupt, missing).
+	CheckpointState  string              `json:"checkpoint_state,omitempty"`
+	Sessions         []ContinuitySession `json:"sessions"`
+	RuntimeRunning   bool                `json:"runtime_running"`
+	CanStartFresh    bool                `json:"can_start_fresh"`
+	EvidenceChecksum string              `json:"evidence_checksum"`
+}
+
+// InspectContinuity reports whether every session of the host bound to a provider identity
+// can be resumed exactly from the newest checkpoint, verifying that checkpoint on this node's
+// disk. It reads only. Start-fresh is offered only for a failure while no runtime runs.
+func (c *Checkpoints) InspectContinuity(ctx context.Context, in InspectContinuityInput) (ContinuityReport, error) {
+	h, err := c.Store.GetRuntimeHost(ctx, in.Host)
+	if errors.Is(err, store.ErrNotFound) {
+		return ContinuityReport{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHostScope, err)
+	}
+	if err != nil {
+		return ContinuityReport{}, err
+	}
+	members, err := c.Store.HostMembers(ctx, h.ID)
+	if err != nil {
+		return ContinuityReport{}, err
+	}
+	rep := ContinuityReport{Host: h.ID, Status: domain.ContinuityHealthy, Sessions: []ContinuitySession{}}
+	for _, m := range members {
+		if m.State == domain.MembershipActive {
+			rep.RuntimeRunning = true
+		}
+		hs, err := c.Store.GetHostSession(ctx, m.RuntimeSession)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return ContinuityReport{}, err
+		}
+		if hs.ProviderSessionID != "" {
+			rep.Sessions = append(rep.Sessions, ContinuitySession{RuntimeSession: hs.RuntimeSessionID, ProviderSessionID: hs.ProviderSessionID})
+		}
+	}
+	all, err := c.Store.ListCheckpoints(ctx, h.ID)
+	if err != nil {
+		return ContinuityReport{}, err
+	}
+	var newest *domain.ProviderCheckpoint
+	for i := range all {
+		if all[i].PayloadDeletedAt == nil {
+			newest = &all[i]
+			break
+		}
+	}
+	if newest != nil {
+		rep.Checkpoint = &newest.ID
+		paths, err := workspace.ManagedPaths(c.Layout, h.ID)
+		if err != nil {
+			return ContinuityReport{}, err
+		}
+		insp, err := checkpoint.Store{Root: paths.Checkpoints()}.Inspect(newest.ID)
+		if err != nil {
+			return ContinuityReport{}, err
+		}
+		rep.CheckpointState = string(insp.Status)
+		if insp.Status == checkpoint.StatusComplete && insp.Manifest.Checksum != newest.ManifestChecksum {
+			rep.CheckpointState, insp.Detail = string(checkpoint.StatusCorrupt), "the manifest is not the one recorded"
+		}
+		if rep.CheckpointState != string(checkpoint.StatusComplete) {
+			rep.Detail = insp.Detail
+		}
+	}
+	for i := range rep.Sessions {
+		s := &rep.Sessions[i]
+		if newest == nil {
+			continue
+		}
+		for _, cs := range newest.Sessions {
+			if cs.RuntimeSession == s.RuntimeSession && cs.ProviderSessionID == s.ProviderSessionID {
+				s.Captured = true
+			}
+		}
+		o, err := c.Store.LatestResumeObservation(ctx, newest.ID, s.RuntimeSession)
+		switch {
+		case err == nil:
+			s.LastResume = &ResumeEvidence{ID: o.ID, Outcome: o.Outcome, Detail: o.Detail, RecordedAt: o.RecordedAt}
+		case !errors.Is(err, store.ErrNotFound):
+			return ContinuityReport{}, err
+		}
+	}
+	rep.Status = continuityStatus(rep)
+	rep.CanStartFresh = rep.Status != domain.ContinuityHealthy && !rep.RuntimeRunning
+	rep.EvidenceChecksum = evidenceChecksum(rep)
+	return rep, nil
+}
+
+// continuityStatus applies the rules in order: nothing bound is healthy; then missing,
+// corrupt, a session not captured, and a failed latest resume.
+func continuityStatus(r ContinuityReport) domain.ContinuityStatus {
+	switch {
+	case len(r.Sessions) == 0:
+		return domain.ContinuityHealthy
+	case r.Checkpoint == nil:
+		return domain.ContinuityMissing
+	case r.CheckpointState != string(checkpoint.StatusComplete):
+		return domain.ContinuityCorrupt
+	}
+	for _, s := range r.Sessions {
+		if !s.Captured {
+			return domain.ContinuitySessionNotCaptured
+		}
+	}
+	for _, s := range r.Sessions {
+		if s.LastResume != nil && s.LastResume.Outcome == domain.ResumeFailed {
+			return domain.ContinuityResumeFailed
+		}
+	}
+	return domain.ContinuityHealthy
+}
+
+// evidenceChecksum covers the host, the checkpoint and its state, the failure, the sessions
+// and their observations: anything that would change what start-fresh acts on.
+func evidenceChecksum(r ContinuityReport) string {
+	e := struct {
+		Host       uuid.UUID
+		Status     domain.ContinuityStatus
+		Checkpoint *uuid.UUID
+		State      string
+		Sessions   []ContinuitySession
+	}{r.Host, r.Status, r.Checkpoint, r.CheckpointState, r.Sessions}
+	b, _ := json.Marshal(e)
+	sum := sha256.Sum256(append([]byte("jam.continuity-evidence.v1\n"), b...))
+	return hex.EncodeToString(sum[:])
+}
