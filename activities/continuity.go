@@ -166,14 +166,32 @@ func continuityStatus(r ContinuityReport) domain.ContinuityStatus {
 
 // evidenceChecksum covers the host, the checkpoint and its state, the failure, the sessions
 // and their observations: anything that would change what start-fresh acts on.
+//
+// An observation counts by what it says (outcome and detail), not by when it was recorded:
+// the same failure observed again by a retrying room does not invalidate the operator's
+// confirmation; a different one does.
 func evidenceChecksum(r ContinuityReport) string {
+	type session struct {
+		RuntimeSession    uuid.UUID
+		ProviderSessionID string
+		Captured          bool
+		Outcome           domain.ResumeOutcome
+		Detail            string
+	}
 	e := struct {
 		Host       uuid.UUID
 		Status     domain.ContinuityStatus
 		Checkpoint *uuid.UUID
 		State      string
-		Sessions   []ContinuitySession
-	}{r.Host, r.Status, r.Checkpoint, r.CheckpointState, r.Sessions}
+		Sessions   []session
+	}{Host: r.Host, Status: r.Status, Checkpoint: r.Checkpoint, State: r.CheckpointState}
+	for _, s := range r.Sessions {
+		es := session{RuntimeSession: s.RuntimeSession, ProviderSessionID: s.ProviderSessionID, Captured: s.Captured}
+		if s.LastResume != nil {
+			es.Outcome, es.Detail = s.LastResume.Outcome, s.LastResume.Detail
+		}
+		e.Sessions = append(e.Sessions, es)
+	}
 	b, _ := json.Marshal(e)
 	sum := sha256.Sum256(append([]byte("jam.continuity-evidence.v1\n"), b...))
 	return hex.EncodeToString(sum[:])

@@ -48,6 +48,10 @@ type MemberControl interface {
 	StopMember(ctx context.Context, updateID string, session uuid.UUID, reason domain.SessionStopReason) (wasLive bool, err error)
 	// RestartMember asks the member to come back live; it does not wait for the runtime.
 	RestartMember(ctx context.Context, session uuid.UUID) error
+	// RetireMember ends the member's workflow for good (its session was replaced).
+	RetireMember(ctx context.Context, updateID string, session uuid.UUID) error
+	// Wake starts or pokes the workflow of a bound session.
+	Wake(ctx context.Context, b domain.Binding) error
 }
 
 // HostLease is a member's lease on its runtime host.

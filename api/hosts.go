@@ -9,6 +9,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/domain"
@@ -297,5 +300,73 @@ func (s *Server) hostContinuity(c *gin.Context) error {
 		return err
 	}
 	c.JSON(http.StatusOK, ContinuityBody{ContinuityReport: out, WorkflowID: run.GetID()})
+	return nil
+}
+
+// StartFreshRequest is the body of POST /v1/hosts/{id}/continuity/start-fresh.
+type StartFreshRequest struct {
+	// ConfirmStartFresh acknowledges that the provider threads of every session on the host
+	// are abandoned (kept, archived, never resumed) for new ones.
+	ConfirmStartFresh bool `json:"confirm_start_fresh"`
+	// EvidenceChecksum is the checksum of the inspection the operator looked at.
+	EvidenceChecksum string `json:"evidence_checksum"`
+}
+
+// resetTimeout bounds a start-fresh: each member's teardown, the move, the starts.
+const resetTimeout = 645 * time.Second
+
+// startFresh runs the ContinuityReset workflow for a host whose continuity inspection the
+// operator confirmed (by its evidence checksum): its rooms get new runtime sessions and new
+// provider threads; the old ones are archived, never deleted.
+func (s *Server) startFresh(c *gin.Context) error {
+	var req StartFreshRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var v domain.Validations
+	if !req.ConfirmStartFresh {
+		v.Add("confirm_start_fresh", "must be true: every provider thread of the host is abandoned for a new one")
+	}
+	if req.EvidenceChecksum == "" {
+		v.Add("evidence_checksum", "required: the evidence_checksum of GET /v1/hosts/{id}/continuity")
+	}
+	if len(v) > 0 {
+		return validationError(v)
+	}
+	h, err := lookup(c, "runtime host", s.cfg.Store.GetRuntimeHost)
+	if err != nil {
+		return err
+	}
+	if !h.Sandboxed {
+		return domain.Refuse("runtime host %s has no managed provider state", h.ID)
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), resetTimeout)
+	defer cancel()
+	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.ContinuityResetID(h.ID), TaskQueue: workflows.TaskQueue,
+		// A completed reset is final; one refused (evidence changed) may be asked again.
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, workflows.ContinuityReset, workflows.ContinuityResetInput{Host: h.ID, Node: h.Node, EvidenceChecksum: req.EvidenceChecksum})
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "this host was already started fresh", Cause: err}
+	}
+	if err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
+	}
+	var out domain.ContinuityReset
+	err = run.Get(ctx, &out)
+	switch {
+	case workflows.HasAppErrType(err, workflows.ErrTypeEvidenceChanged):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the continuity evidence changed; inspect again and confirm what you see", Cause: err}
+	case workflows.HasAppErrType(err, workflows.ErrTypeNotResettable):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "start-fresh is not offered: " + workflows.RejectionText(err), Cause: err}
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the reset did not finish in time; it goes on in the background", Cause: err}
+	case err != nil:
+		return &Error{Status: http.StatusBadGateway, Code: CodeUpstream, Message: "the reset failed; it resumes from its persisted record when asked again", Cause: err}
+	}
+	c.JSON(http.StatusOK, out)
 	return nil
 }

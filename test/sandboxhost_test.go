@@ -447,4 +447,41 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 	if rs := repliesTo(t, c, m); len(rs) != 0 {
 		t.Fatalf("answered from a fresh thread: %+v", rs)
 	}
+
+	// Start fresh, explicitly: the wrong evidence is refused; the confirmed one gives the room
+	// a new session (and thread) that answers the queued message; the old one is archived.
+	path := "/v1/hosts/" + session.String() + "/continuity/start-fresh"
+	if err := c.Do(ctx, http.MethodPost, path, api.StartFreshRequest{ConfirmStartFresh: true, EvidenceChecksum: "stale"}, nil); !isStatus(err, http.StatusConflict) {
+		t.Fatalf("start-fresh on stale evidence: %v", err)
+	}
+	if err := c.Do(ctx, http.MethodPost, path, api.StartFreshRequest{EvidenceChecksum: got.EvidenceChecksum}, nil); !isStatus(err, http.StatusBadRequest) {
+		t.Fatalf("start-fresh without confirmation: %v", err)
+	}
+	var reset domain.ContinuityReset
+	must(t, c.Do(ctx, http.MethodPost, path, api.StartFreshRequest{ConfirmStartFresh: true, EvidenceChecksum: got.EvidenceChecksum}, &reset))
+	if len(reset.Mapping) != 1 || reset.Mapping[0].SourceSession != session || reset.Mapping[0].RoomID != room.ID {
+		t.Fatalf("reset %+v", reset)
+	}
+	if r := awaitReply(t, c, m, 60*time.Second); !strings.Contains(r.Text, "turns remembered: 0") {
+		t.Fatalf("the fresh session's answer: %q", r.Text)
+	}
+	fresh := getSession(t, c, reset.Mapping[0].ReplacementSession)
+	old := getSession(t, c, session)
+	if fresh.Removed || fresh.RoomID != room.ID || !old.Removed || fresh.ProviderSessionID == old.ProviderSessionID {
+		t.Fatalf("fresh %+v old %+v", fresh, old)
+	}
+	var src api.HostBody
+	must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+session.String(), nil, &src))
+	if src.State != domain.HostArchived {
+		t.Fatalf("the source host is %s", src.State)
+	}
+	if _, err := os.Stat(hostRoot); err != nil {
+		t.Fatalf("the source host's files were deleted: %v", err)
+	}
+	// Asking again returns the completed reset; nothing is reset twice.
+	var again domain.ContinuityReset
+	must(t, c.Do(ctx, http.MethodPost, path, api.StartFreshRequest{ConfirmStartFresh: true, EvidenceChecksum: got.EvidenceChecksum}, &again))
+	if again.ID != reset.ID || again.Mapping[0].ReplacementSession != reset.Mapping[0].ReplacementSession {
+		t.Fatalf("a second start-fresh made another reset: %+v", again)
+	}
 }

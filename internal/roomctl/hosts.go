@@ -149,6 +149,21 @@ func (h *Hosts) StopMember(ctx context.Context, updateID string, session uuid.UU
 	return before.Phase == domain.PhaseLive || before.Phase == domain.PhaseStarting, nil
 }
 
+// RetireMember ends a replaced session's workflow; one already gone is done.
+func (h *Hosts) RetireMember(ctx context.Context, updateID string, session uuid.UUID) error {
+	s := Starter{Client: h.Client}
+	_, err := s.UpdateWithID(ctx, updateID, session, workflows.UpdateRemove, workflows.RemoveRequest{Final: true})
+	if err != nil && !workflows.IsNoSession(err) {
+		return err
+	}
+	return nil
+}
+
+// Wake starts or pokes the workflow of a bound session.
+func (h *Hosts) Wake(ctx context.Context, b domain.Binding) error {
+	return (&Starter{Client: h.Client}).Poke(ctx, b)
+}
+
 // RestartMember asks the member to come back live; it returns once the workflow accepted the
 // request, not when the runtime is up (the runtime needs this host, which is busy answering).
 func (h *Hosts) RestartMember(ctx context.Context, session uuid.UUID) error {
