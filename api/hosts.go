@@ -24,6 +24,7 @@ import (
 type HostControl interface {
 	Status(ctx context.Context, host uuid.UUID) (workflows.RuntimeHostStatus, bool, error)
 	Control(ctx context.Context, host uuid.UUID, req workflows.ControlRequest) (workflows.ControlResult, error)
+	Checkpoint(ctx context.Context, host uuid.UUID) (activities.CaptureCheckpointResult, error)
 }
 
 // hostControlTimeout bounds a host control: every member's teardown and one sandbox park or
@@ -257,6 +258,44 @@ type CheckpointList struct {
 	Items []CheckpointBody `json:"items"`
 }
 
+// createCheckpoint captures a manual checkpoint: running turns finish first and new ones
+// wait, so the state is captured with every member quiesced.
+func (s *Server) createCheckpoint(c *gin.Context) error {
+	h, err := lookup(c, "runtime host", s.cfg.Store.GetRuntimeHost)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Hosts == nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "host control is not available in this process"}
+	}
+	if !h.Sandboxed || h.State == domain.HostArchived || h.State == domain.HostRemoved {
+		return domain.Refuse("runtime host %s has no live managed provider state", h.ID)
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), hostControlTimeout)
+	defer cancel()
+	res, err := s.cfg.Hosts.Checkpoint(ctx, h.ID)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the checkpoint did not finish in time; it goes on in the background", Cause: err}
+	case err != nil:
+		return &Error{Status: http.StatusBadGateway, Code: CodeUpstream, Message: "the checkpoint failed (see the host's workflow)", Cause: err}
+	case res.Skipped:
+		return domain.Refuse("runtime host %s has no provider state to capture yet", h.ID)
+	}
+	k, err := s.cfg.Store.GetCheckpoint(c.Request.Context(), res.ID)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, checkpointBody(k))
+	return nil
+}
+
+func checkpointBody(k domain.ProviderCheckpoint) CheckpointBody {
+	return CheckpointBody{ID: k.ID, RuntimeHostID: k.RuntimeHostID, Reason: k.Reason, Provider: k.Provider,
+		ProviderVersion: k.ProviderVersion, Sessions: k.Sessions, ManifestChecksum: k.ManifestChecksum,
+		PayloadBytes: k.PayloadBytes, PayloadDeletedAt: k.PayloadDeletedAt, CreatedAt: k.CreatedAt}
+}
+
 // listCheckpoints lists a host's checkpoint records, newest first.
 func (s *Server) listCheckpoints(c *gin.Context) error {
 	h, err := lookup(c, "runtime host", s.cfg.Store.GetRuntimeHost)
@@ -269,9 +308,7 @@ func (s *Server) listCheckpoints(c *gin.Context) error {
 	}
 	out := CheckpointList{Items: make([]CheckpointBody, len(list))}
 	for i, k := range list {
-		out.Items[i] = CheckpointBody{ID: k.ID, RuntimeHostID: k.RuntimeHostID, Reason: k.Reason, Provider: k.Provider,
-			ProviderVersion: k.ProviderVersion, Sessions: k.Sessions, ManifestChecksum: k.ManifestChecksum,
-			PayloadBytes: k.PayloadBytes, PayloadDeletedAt: k.PayloadDeletedAt, CreatedAt: k.CreatedAt}
+		out.Items[i] = checkpointBody(k)
 	}
 	c.JSON(http.StatusOK, out)
 	return nil

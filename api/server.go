@@ -83,6 +83,7 @@ func New(cfg Config) (*Server, error) {
 	op.GET("/hosts/:id", s.handler(s.getHost))
 	op.POST("/hosts/:id/control", s.handler(s.controlHost))
 	op.GET("/hosts/:id/checkpoints", s.handler(s.listCheckpoints))
+	op.POST("/hosts/:id/checkpoints", s.handler(s.createCheckpoint))
 	op.GET("/hosts/:id/continuity", s.handler(s.hostContinuity))
 	op.POST("/hosts/:id/continuity/start-fresh", s.handler(s.startFresh))
 	op.GET("/settings", s.handler(s.listSettings))

@@ -390,17 +390,23 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 		must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session.String()+"/restart", nil, nil))
 	}
 
+	// A manual checkpoint while the runtime is live (between turns).
+	var manual api.CheckpointBody
+	must(t, c.Do(ctx, http.MethodPost, "/v1/hosts/"+session.String()+"/checkpoints", nil, &manual))
+	if manual.Reason != domain.CheckpointManual || manual.PayloadBytes == 0 {
+		t.Fatalf("manual checkpoint %+v", manual)
+	}
 	continuity := func() api.ContinuityBody {
 		t.Helper()
 		var b api.ContinuityBody
 		must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+session.String()+"/continuity", nil, &b))
 		return b
 	}
-	if got := continuity(); got.Status != domain.ContinuityMissing || got.CanStartFresh || !got.RuntimeRunning {
-		t.Fatalf("continuity while live with no checkpoint: %+v", got.ContinuityReport)
+	if got := continuity(); got.Status != domain.ContinuityHealthy || got.CanStartFresh || !got.RuntimeRunning {
+		t.Fatalf("continuity while live after the manual checkpoint: %+v", got.ContinuityReport)
 	}
 	stop()
-	first := checkpoints(1).Items[0]
+	first := checkpoints(1).Items[0] // the manual one: no turn ran since, so the stop adds none
 	if got := continuity(); got.Status != domain.ContinuityHealthy || got.CanStartFresh || len(got.Sessions) != 1 || !got.Sessions[0].Captured {
 		t.Fatalf("continuity after the checkpoint: %+v", got.ContinuityReport)
 	}

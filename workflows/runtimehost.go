@@ -27,6 +27,8 @@ const (
 	UpdateUnpermit = "unpermit"
 	UpdateQuiesce  = "quiesce"
 	UpdateResume   = "resume"
+	// UpdateCheckpoint captures a manual checkpoint with every member's turn quiesced.
+	UpdateCheckpoint = "checkpoint"
 	// QueryHost answers the host's RuntimeHostStatus.
 	QueryHost = "host"
 )
@@ -58,6 +60,8 @@ type RuntimeHostState struct {
 	Created   int         `json:"created"`
 	// Checkpoints counts the generations this host published.
 	Checkpoints int `json:"checkpoints"`
+	// LastCheckpointAt: when the newest generation was published (or the host first served).
+	LastCheckpointAt time.Time `json:"last_checkpoint_at,omitempty"`
 	// Dirty: a member's turn ran since the last checkpoint (only turns change the provider
 	// state worth capturing; a checkpoint of untouched or lost state would claim sessions it
 	// does not hold).
@@ -113,8 +117,10 @@ type runtimeHost struct {
 	// seq orders acquires and releases within a run; releasedAt is the seq of each
 	// session's latest release, so an acquire its caller gave up on (and released) while it
 	// waited for the sandbox lock does not count a lease nobody holds.
-	seq         int
-	releasedAt  map[uuid.UUID]int
+	seq        int
+	releasedAt map[uuid.UUID]int
+	// ckpts are checkpoints waiting for the loop (manual, or after a turn when due).
+	ckpts       []*ckptRequest
 	controlling bool
 	hosts       *activities.Hosts
 	sbx         *activities.Sandbox
@@ -157,14 +163,19 @@ func RuntimeHost(ctx workflow.Context, in RuntimeHostInput) error {
 		parkable := func() bool {
 			return len(r.s.Leases) == 0 && (r.s.Ready || r.s.ParkFailed) && !r.busy && !r.controlling
 		}
+		due := func() bool { return len(r.ckpts) > 0 && !r.busy && !r.controlling }
 		suggested := func() bool { return workflow.GetInfo(ctx).GetContinueAsNewSuggested() }
 		if !r.s.ParkFailed {
-			_ = workflow.Await(ctx, func() bool { return parkable() || suggested() })
-		} else if ok, _ := workflow.AwaitWithTimeout(ctx, parkRetryAfter, suggested); !ok && ctx.Err() == nil && !parkable() {
+			_ = workflow.Await(ctx, func() bool { return parkable() || due() || suggested() })
+		} else if ok, _ := workflow.AwaitWithTimeout(ctx, parkRetryAfter, func() bool { return due() || suggested() }); !ok && ctx.Err() == nil && !parkable() {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return err // cancelled by an operator
+		}
+		if due() {
+			r.runCheckpoints(ctx)
+			continue
 		}
 		if parkable() {
 			if r.park(ctx); r.gone && len(r.s.Leases) == 0 {
@@ -173,7 +184,14 @@ func RuntimeHost(ctx workflow.Context, in RuntimeHostInput) error {
 			}
 			continue
 		}
-		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && !r.busy && !r.controlling })
+		// A handler may wait for the loop (a requested checkpoint): serve it rather than wait
+		// for every handler to finish.
+		_ = workflow.Await(ctx, func() bool {
+			return (workflow.AllHandlersFinished(ctx) && !r.busy && !r.controlling) || len(r.ckpts) > 0
+		})
+		if len(r.ckpts) > 0 {
+			continue
+		}
 		s := r.s
 		return workflow.NewContinueAsNewError(ctx, RuntimeHost, RuntimeHostInput{Host: in.Host, State: &s})
 	}
@@ -219,6 +237,7 @@ func (r *runtimeHost) register(ctx workflow.Context) error {
 			}
 			return nil
 		}},
+		{UpdateCheckpoint, r.checkpointNow, nil},
 		{UpdateQuiesce, r.quiesce, nil},
 		{UpdateResume, r.resume, nil},
 	}
@@ -313,6 +332,9 @@ func (r *runtimeHost) acquire(ctx workflow.Context, req LeaseRequest) (activitie
 	}
 	if !slices.Contains(r.s.Leases, req.RuntimeSession) {
 		r.s.Leases = append(r.s.Leases, req.RuntimeSession)
+	}
+	if r.s.LastCheckpointAt.IsZero() {
+		r.s.LastCheckpointAt = workflow.Now(ctx) // the after-turn clock starts with the first member
 	}
 	return lease, nil
 }
@@ -446,12 +468,18 @@ var checkpointTimeout = 30 * time.Minute
 // as a new generation with reason. A failed capture is reported, not fatal: the state stays
 // on the host's disk, and the previous generation stays the newest verified one.
 func (r *runtimeHost) checkpoint(ctx workflow.Context, reason domain.CheckpointReason) {
-	if !r.s.Dirty {
-		return
+	_, _ = r.capture(ctx, reason, false)
+}
+
+// capture publishes a generation of the (quiesced) provider state; force captures even when
+// no turn ran since the last one (an operator's manual checkpoint).
+func (r *runtimeHost) capture(ctx workflow.Context, reason domain.CheckpointReason, force bool) (activities.CaptureCheckpointResult, error) {
+	if !r.s.Dirty && !force {
+		return activities.CaptureCheckpointResult{Skipped: true}, nil
 	}
 	var id uuid.UUID
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.New() }).Get(&id); err != nil {
-		return
+		return activities.CaptureCheckpointResult{}, err
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              NodeTaskQueue(r.host.Node),
@@ -467,12 +495,53 @@ func (r *runtimeHost) checkpoint(ctx workflow.Context, reason domain.CheckpointR
 	if err != nil {
 		r.s.LastError = "checkpoint: " + errorText(err)
 		workflow.GetLogger(ctx).Warn("checkpoint failed", "host", r.in.Host, "reason", reason, "error", err)
-		return
+		return out, err
 	}
-	r.s.Dirty = false
+	r.s.Dirty, r.s.LastCheckpointAt = false, workflow.Now(ctx)
 	if !out.Skipped {
 		r.s.Checkpoints++
 	}
+	return out, nil
+}
+
+// afterTurnEvery is how often a host with turns running is checkpointed (after a turn).
+var afterTurnEvery = 10 * time.Minute
+
+// ckptRequest is a checkpoint waiting for the loop.
+type ckptRequest struct {
+	reason domain.CheckpointReason
+	force  bool
+	done   bool
+	result activities.CaptureCheckpointResult
+	err    error
+}
+
+// runCheckpoints captures every requested checkpoint with the host quiesced: new turns wait
+// (so a stream of turns cannot starve the checkpoint) and running ones finish first.
+func (r *runtimeHost) runCheckpoints(ctx workflow.Context) {
+	if err := r.lockSandbox(ctx); err != nil {
+		return
+	}
+	defer func() { r.busy = false }()
+	r.s.Quiesced = true
+	_ = workflow.Await(ctx, func() bool { return len(r.s.Permits) == 0 })
+	for len(r.ckpts) > 0 {
+		req := r.ckpts[0]
+		r.ckpts = r.ckpts[1:]
+		req.result, req.err = r.capture(ctx, req.reason, req.force)
+		req.done = true
+	}
+	r.s.Quiesced = false
+}
+
+// checkpointNow is the manual checkpoint update: it waits for the loop to capture.
+func (r *runtimeHost) checkpointNow(ctx workflow.Context) (activities.CaptureCheckpointResult, error) {
+	req := &ckptRequest{reason: domain.CheckpointManual, force: true}
+	r.ckpts = append(r.ckpts, req)
+	if err := workflow.Await(ctx, func() bool { return req.done }); err != nil {
+		return activities.CaptureCheckpointResult{}, err
+	}
+	return req.result, req.err
 }
 
 // permit lets a member's turn run unless a checkpoint holds the host quiesced.
@@ -488,9 +557,13 @@ func (r *runtimeHost) permit(ctx workflow.Context, req LeaseRequest) error {
 	return nil
 }
 
-// unpermit ends the member's turn.
-func (r *runtimeHost) unpermit(_ workflow.Context, req LeaseRequest) error {
+// unpermit ends the member's turn; when a checkpoint is due (turns ran and the newest
+// generation is older than afterTurnEvery) one is requested with reason after_turn.
+func (r *runtimeHost) unpermit(ctx workflow.Context, req LeaseRequest) error {
 	r.s.Permits = slices.DeleteFunc(r.s.Permits, func(id uuid.UUID) bool { return id == req.RuntimeSession })
+	if r.s.Dirty && len(r.ckpts) == 0 && workflow.Now(ctx).Sub(r.s.LastCheckpointAt) >= afterTurnEvery {
+		r.ckpts = append(r.ckpts, &ckptRequest{reason: domain.CheckpointAfterTurn})
+	}
 	return nil
 }
 

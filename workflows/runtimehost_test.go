@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -288,4 +289,59 @@ func equalOps(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// A manual checkpoint waits for the running turn, holds the next one back (a stream of turns
+// cannot starve it), captures, then lets turns run again.
+func TestAManualCheckpointRunsWithEveryTurnQuiesced(t *testing.T) {
+	e := newHostEnv(t)
+	a, b := uuid.New(), uuid.New()
+	var errs [3]error
+	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(2*time.Second, UpdatePermit, LeaseRequest{RuntimeSession: a}, &errs[1])
+	var ckptErr error
+	e.env.RegisterDelayedCallback(func() {
+		e.env.UpdateWorkflow(UpdateCheckpoint, "manual", &testsuite.TestUpdateCallback{OnReject: func(err error) { ckptErr = err },
+			OnAccept: func() {}, OnComplete: func(_ interface{}, err error) { ckptErr = err }})
+	}, 3*time.Second)
+	e.env.RegisterDelayedCallback(func() {
+		e.env.UpdateWorkflow(UpdatePermit, "second", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+			OnComplete: func(interface{}, error) { e.ops = append(e.ops, "second turn") }}, LeaseRequest{RuntimeSession: b})
+	}, 4*time.Second)
+	e.env.RegisterDelayedCallback(func() {
+		e.ops = append(e.ops, "first turn ends")
+		e.env.UpdateWorkflow(UpdateUnpermit, "end", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+			OnComplete: func(interface{}, error) {}}, LeaseRequest{RuntimeSession: a})
+	}, 5*time.Second)
+	e.run(time.Minute)
+	end, ck, second := slices.Index(e.ops, "first turn ends"), slices.Index(e.ops, "checkpoint:manual"), slices.Index(e.ops, "second turn")
+	if ckptErr != nil || end < 0 || ck < end || second < ck {
+		t.Fatalf("ops %v, checkpoint %v", e.ops, ckptErr)
+	}
+}
+
+// After a turn, once the newest generation is older than the interval, the host checkpoints
+// with reason after_turn.
+func TestATurnTriggersAnAfterTurnCheckpointWhenDue(t *testing.T) {
+	old := afterTurnEvery
+	afterTurnEvery = time.Minute
+	t.Cleanup(func() { afterTurnEvery = old })
+	e := newHostEnv(t)
+	a := uuid.New()
+	var errs [5]error
+	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(2*time.Second, UpdatePermit, LeaseRequest{RuntimeSession: a}, &errs[1])
+	e.update(10*time.Second, UpdateUnpermit, LeaseRequest{RuntimeSession: a}, &errs[2]) // not due yet
+	e.update(80*time.Second, UpdatePermit, LeaseRequest{RuntimeSession: a}, &errs[3])
+	e.update(90*time.Second, UpdateUnpermit, LeaseRequest{RuntimeSession: a}, &errs[4]) // due
+	e.run(10 * time.Minute)
+	n := 0
+	for _, op := range e.ops {
+		if op == "checkpoint:after_turn" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("ops %v: want one after_turn checkpoint", e.ops)
+	}
 }

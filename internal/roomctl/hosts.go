@@ -107,6 +107,13 @@ func (h *Hosts) Control(ctx context.Context, host uuid.UUID, req workflows.Contr
 	return out, err
 }
 
+// Checkpoint captures a manual checkpoint of the host with every member's turn quiesced.
+func (h *Hosts) Checkpoint(ctx context.Context, host uuid.UUID) (activities.CaptureCheckpointResult, error) {
+	var out activities.CaptureCheckpointResult
+	err := h.updateHost(ctx, "", host, workflows.UpdateCheckpoint, nil, &out)
+	return out, err
+}
+
 // Status queries a host's lease state; a host whose workflow is not running has none.
 func (h *Hosts) Status(ctx context.Context, host uuid.UUID) (workflows.RuntimeHostStatus, bool, error) {
 	v, err := h.Client.QueryWorkflow(ctx, workflows.RuntimeHostID(host), "", workflows.QueryHost)
