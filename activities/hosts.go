@@ -35,8 +35,9 @@ const (
 type HostLeases interface {
 	// Acquire makes the host's sandbox ready for the member and counts its lease.
 	Acquire(ctx context.Context, updateID string, host, session uuid.UUID) (HostLease, error)
-	// Release drops the member's lease; the last release parks the sandbox.
-	Release(ctx context.Context, updateID string, host, session uuid.UUID) error
+	// Release drops the member's lease; the last release parks the sandbox (checkpointing
+	// with reason when a turn ran).
+	Release(ctx context.Context, updateID string, host, session uuid.UUID, reason domain.CheckpointReason) error
 	// Permit and Unpermit bracket one turn of the member (the checkpoint coordinator).
 	Permit(ctx context.Context, updateID string, host, session uuid.UUID) error
 	Unpermit(ctx context.Context, updateID string, host, session uuid.UUID) error
@@ -123,11 +124,13 @@ func typed(err error) error {
 type ReleaseHostInput struct {
 	Host           uuid.UUID `json:"host"`
 	RuntimeSession uuid.UUID `json:"runtime_session"`
+	// Reason is why the runtime stopped; the host's checkpoint after its last member carries it.
+	Reason domain.CheckpointReason `json:"reason,omitempty"`
 }
 
 // ReleaseHost drops the member's lease.
 func (h *Hosts) ReleaseHost(ctx context.Context, in ReleaseHostInput) error {
-	return typed(h.Leases.Release(ctx, updateID(ctx), in.Host, in.RuntimeSession))
+	return typed(h.Leases.Release(ctx, updateID(ctx), in.Host, in.RuntimeSession, in.Reason))
 }
 
 // ReleaseHostOfInput names a session whose acquire failed.
@@ -145,7 +148,7 @@ func (h *Hosts) ReleaseHostOf(ctx context.Context, in ReleaseHostOfInput) error 
 	if err != nil {
 		return err
 	}
-	return typed(h.Leases.Release(ctx, updateID(ctx), host.ID, in.RuntimeSession))
+	return typed(h.Leases.Release(ctx, updateID(ctx), host.ID, in.RuntimeSession, domain.CheckpointBeforeStop))
 }
 
 // LoadHostInput names a runtime host.

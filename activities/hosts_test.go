@@ -23,7 +23,9 @@ func (busyLeases) Acquire(context.Context, string, uuid.UUID, uuid.UUID) (activi
 	return activities.HostLease{}, fmt.Errorf("acquire runtime host: %w",
 		temporal.NewApplicationError("a host control is running", activities.ErrTypeHostBusy))
 }
-func (busyLeases) Release(context.Context, string, uuid.UUID, uuid.UUID) error  { return nil }
+func (busyLeases) Release(context.Context, string, uuid.UUID, uuid.UUID, domain.CheckpointReason) error {
+	return nil
+}
 func (busyLeases) Permit(context.Context, string, uuid.UUID, uuid.UUID) error   { return nil }
 func (busyLeases) Unpermit(context.Context, string, uuid.UUID, uuid.UUID) error { return nil }
 

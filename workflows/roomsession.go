@@ -457,7 +457,11 @@ func (r *roomSession) permit(ctx workflow.Context, done bool) bool {
 }
 
 // release drops this session's host lease; the host parks its sandbox after the last one.
-func (r *roomSession) release(ctx workflow.Context) {
+func (r *roomSession) release(ctx workflow.Context) { r.releaseFor(ctx, domain.CheckpointBeforeStop) }
+
+// releaseFor releases with the reason the runtime stopped: when this was the host's last
+// member, the host's checkpoint carries it (before_remove for a removed room).
+func (r *roomSession) releaseFor(ctx workflow.Context, reason domain.CheckpointReason) {
 	if !r.s.Leased {
 		return
 	}
@@ -466,7 +470,7 @@ func (r *roomSession) release(ctx workflow.Context) {
 		RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
 	})
 	err := workflow.ExecuteActivity(actx, r.hosts.ReleaseHost, activities.ReleaseHostInput{
-		Host: r.s.Host, RuntimeSession: r.in.RuntimeSession}).Get(ctx, nil)
+		Host: r.s.Host, RuntimeSession: r.in.RuntimeSession, Reason: reason}).Get(ctx, nil)
 	if err != nil {
 		r.s.LastError = "release runtime host: " + errorText(err)
 		workflow.GetLogger(ctx).Warn("runtime host lease not released", "runtime_session", r.in.RuntimeSession, "error", err)
@@ -586,12 +590,12 @@ func (r *roomSession) interrupt(ctx workflow.Context) {
 // wakeable (the node's registry keeps tracking the child it could not stop).
 func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointReason) {
 	if r.s.Phase != domain.PhaseLive && r.s.Phase != domain.PhaseStarting && !r.s.Crashed {
-		r.release(ctx)
+		r.releaseFor(ctx, reason)
 		return
 	}
 	if r.s.Node == "" || r.s.Generation == 0 {
 		r.s.Phase = domain.PhaseDormant
-		r.release(ctx)
+		r.releaseFor(ctx, reason)
 		return
 	}
 	r.s.Phase = domain.PhaseStopping
@@ -608,7 +612,7 @@ func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointRea
 		r.s.LastError = "teardown: " + errorText(err)
 		workflow.GetLogger(ctx).Warn("runtime teardown did not finish", "runtime_session", r.in.RuntimeSession, "error", err)
 	} else {
-		r.release(ctx)
+		r.releaseFor(ctx, reason)
 	}
 	r.s.Phase, r.s.PID, r.s.InTurn = domain.PhaseDormant, 0, false
 }

@@ -60,6 +60,9 @@ type RuntimeHostState struct {
 	Created   int         `json:"created"`
 	// Checkpoints counts the generations this host published.
 	Checkpoints int `json:"checkpoints"`
+	// ParkReason is the checkpoint reason of the last member's release (before_remove for a
+	// removed room); "" is before_stop.
+	ParkReason domain.CheckpointReason `json:"park_reason,omitempty"`
 	// LastCheckpointAt: when the newest generation was published (or the host first served).
 	LastCheckpointAt time.Time `json:"last_checkpoint_at,omitempty"`
 	// Dirty: a member's turn ran since the last checkpoint (only turns change the provider
@@ -83,6 +86,8 @@ type RuntimeHostStatus struct {
 // LeaseRequest is the input of UpdateAcquire, UpdateRelease, UpdatePermit and UpdateUnpermit.
 type LeaseRequest struct {
 	RuntimeSession uuid.UUID `json:"runtime_session"`
+	// Reason (release only) is why the member's runtime stopped.
+	Reason domain.CheckpointReason `json:"reason,omitempty"`
 }
 
 // ControlRequest is the input of UpdateControl. Action is one of domain.HostActions.
@@ -349,6 +354,9 @@ func (r *runtimeHost) release(ctx workflow.Context, req LeaseRequest) error {
 	r.releasedAt[req.RuntimeSession] = r.seq
 	r.s.Leases = slices.DeleteFunc(r.s.Leases, func(id uuid.UUID) bool { return id == req.RuntimeSession })
 	r.s.Permits = slices.DeleteFunc(r.s.Permits, func(id uuid.UUID) bool { return id == req.RuntimeSession })
+	if len(r.s.Leases) == 0 && domain.CheckpointReasons.Has(req.Reason) {
+		r.s.ParkReason = req.Reason // the last member's reason names the checkpoint before the park
+	}
 	return workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.MarkMember, activities.MarkMemberInput{Host: r.in.Host,
 		RuntimeSession: req.RuntimeSession, Membership: domain.MembershipDormant}).Get(ctx, nil)
 }
@@ -362,7 +370,12 @@ func (r *runtimeHost) park(ctx workflow.Context) {
 	if len(r.s.Leases) > 0 {
 		return // a member arrived while the lock was taken
 	}
-	r.checkpoint(ctx, domain.CheckpointBeforeStop) // every member is gone: the state is quiesced
+	reason := domain.CheckpointBeforeStop
+	if r.s.ParkReason != "" {
+		reason = r.s.ParkReason
+	}
+	r.checkpoint(ctx, reason) // every member is gone: the state is quiesced
+	r.s.ParkReason = ""
 	err := workflow.ExecuteActivity(r.nodeCtx(ctx, sandboxLifecycleTimeout, 3), r.sbx.ParkSandbox,
 		r.sandboxInput()).Get(ctx, nil)
 	if err != nil {

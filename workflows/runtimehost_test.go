@@ -345,3 +345,18 @@ func TestATurnTriggersAnAfterTurnCheckpointWhenDue(t *testing.T) {
 		t.Fatalf("ops %v: want one after_turn checkpoint", e.ops)
 	}
 }
+
+// The last member leaving because its room was removed names the checkpoint before_remove.
+func TestTheLastReleaseNamesTheCheckpointByItsReason(t *testing.T) {
+	e := newHostEnv(t)
+	a := uuid.New()
+	var errs [4]error
+	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(2*time.Second, UpdatePermit, LeaseRequest{RuntimeSession: a}, &errs[1])
+	e.update(3*time.Second, UpdateUnpermit, LeaseRequest{RuntimeSession: a}, &errs[2])
+	e.update(4*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a, Reason: domain.CheckpointBeforeRemove}, &errs[3])
+	e.run(time.Minute)
+	if want := []string{"ensure+fence", "host:active", "checkpoint:before_remove", "park", "host:parked"}; !equalOps(e.ops, want) {
+		t.Fatalf("ops %v, want %v", e.ops, want)
+	}
+}

@@ -68,8 +68,8 @@ func (h *Hosts) Acquire(ctx context.Context, updateID string, host, session uuid
 }
 
 // Release drops the member's lease. A host whose workflow is not running holds no lease.
-func (h *Hosts) Release(ctx context.Context, updateID string, host, session uuid.UUID) error {
-	err := h.update(ctx, updateID, host, session, workflows.UpdateRelease)
+func (h *Hosts) Release(ctx context.Context, updateID string, host, session uuid.UUID, reason domain.CheckpointReason) error {
+	err := h.update(ctx, updateID, host, workflows.UpdateRelease, workflows.LeaseRequest{RuntimeSession: session, Reason: reason})
 	if workflows.IsNoSession(err) {
 		return nil
 	}
@@ -78,18 +78,18 @@ func (h *Hosts) Release(ctx context.Context, updateID string, host, session uuid
 
 // Permit takes a turn permit for the member; it waits while a checkpoint holds the host.
 func (h *Hosts) Permit(ctx context.Context, updateID string, host, session uuid.UUID) error {
-	return h.update(ctx, updateID, host, session, workflows.UpdatePermit)
+	return h.update(ctx, updateID, host, workflows.UpdatePermit, workflows.LeaseRequest{RuntimeSession: session})
 }
 
 // Unpermit returns the member's turn permit.
 func (h *Hosts) Unpermit(ctx context.Context, updateID string, host, session uuid.UUID) error {
-	return h.update(ctx, updateID, host, session, workflows.UpdateUnpermit)
+	return h.update(ctx, updateID, host, workflows.UpdateUnpermit, workflows.LeaseRequest{RuntimeSession: session})
 }
 
 // update sends a member's update to a running host workflow.
-func (h *Hosts) update(ctx context.Context, updateID string, host, session uuid.UUID, name string) error {
+func (h *Hosts) update(ctx context.Context, updateID string, host uuid.UUID, name string, req workflows.LeaseRequest) error {
 	handle, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: updateID, WorkflowID: workflows.RuntimeHostID(host),
-		UpdateName: name, Args: []any{workflows.LeaseRequest{RuntimeSession: session}},
+		UpdateName: name, Args: []any{req},
 		WaitForStage: client.WorkflowUpdateStageCompleted})
 	if err == nil {
 		err = handle.Get(ctx, nil)
