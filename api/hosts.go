@@ -407,3 +407,58 @@ func (s *Server) startFresh(c *gin.Context) error {
 	c.JSON(http.StatusOK, out)
 	return nil
 }
+
+// DeletePayloadRequest is the body of POST /v1/hosts/{id}/checkpoints/{checkpoint}/delete-payload.
+type DeletePayloadRequest struct {
+	// ConfirmPermanent acknowledges that the payload cannot be restored afterwards.
+	ConfirmPermanent bool `json:"confirm_permanent"`
+}
+
+// deleteCheckpointPayload runs the CheckpointDeletion workflow: retention allowing, the
+// payload goes and the record stays (payload_deleted_at set).
+func (s *Server) deleteCheckpointPayload(c *gin.Context) error {
+	var req DeletePayloadRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if !req.ConfirmPermanent {
+		return validationError(domain.Validations{{Field: "confirm_permanent", Detail: "must be true: a deleted payload cannot be restored"}})
+	}
+	h, err := lookup(c, "runtime host", s.cfg.Store.GetRuntimeHost)
+	if err != nil {
+		return err
+	}
+	cid, err := uuidParam(c, "checkpoint")
+	if err != nil {
+		return err
+	}
+	k, err := s.cfg.Store.GetCheckpoint(c.Request.Context(), cid)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && k.RuntimeHostID != h.ID) {
+		return notFound("checkpoint", store.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), hostControlTimeout)
+	defer cancel()
+	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.CheckpointDeletionID(cid), TaskQueue: workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, workflows.CheckpointDeletion, workflows.CheckpointDeletionInput{Checkpoint: cid, Host: h.ID, Node: h.Node})
+	if err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
+	}
+	var out domain.CheckpointDeletion
+	err = run.Get(ctx, &out)
+	switch {
+	case workflows.HasAppErrType(err, activities.ErrTypeRetained):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: workflows.RejectionText(err), Cause: err}
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the deletion did not finish in time; it goes on in the background", Cause: err}
+	case err != nil:
+		return &Error{Status: http.StatusBadGateway, Code: CodeUpstream, Message: "the deletion failed; asked again it resumes from its recorded stage", Cause: err}
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}

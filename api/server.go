@@ -84,6 +84,7 @@ func New(cfg Config) (*Server, error) {
 	op.POST("/hosts/:id/control", s.handler(s.controlHost))
 	op.GET("/hosts/:id/checkpoints", s.handler(s.listCheckpoints))
 	op.POST("/hosts/:id/checkpoints", s.handler(s.createCheckpoint))
+	op.POST("/hosts/:id/checkpoints/:checkpoint/delete-payload", s.handler(s.deleteCheckpointPayload))
 	op.GET("/hosts/:id/continuity", s.handler(s.hostContinuity))
 	op.POST("/hosts/:id/continuity/start-fresh", s.handler(s.startFresh))
 	op.GET("/settings", s.handler(s.listSettings))

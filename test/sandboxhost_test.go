@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -425,6 +426,31 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 
 	// Every checkpoint corrupt and the state lost again: no silent fresh thread.
 	stop()
+	cps := checkpoints(2).Items
+	// Retention: the newest is kept; an older one's payload may go, its record stays.
+	del := func(id uuid.UUID) error {
+		return c.Do(ctx, http.MethodPost, "/v1/hosts/"+session.String()+"/checkpoints/"+id.String()+"/delete-payload",
+			api.DeletePayloadRequest{ConfirmPermanent: true}, nil)
+	}
+	if err := del(cps[0].ID); !isStatus(err, http.StatusConflict) {
+		t.Fatalf("deleting the newest checkpoint: %v", err)
+	}
+	if err := c.Do(ctx, http.MethodPost, "/v1/hosts/"+session.String()+"/checkpoints/"+cps[1].ID.String()+"/delete-payload",
+		api.DeletePayloadRequest{}, nil); !isStatus(err, http.StatusBadRequest) {
+		t.Fatalf("deleting without confirmation: %v", err)
+	}
+	var deletion domain.CheckpointDeletion
+	must(t, c.Do(ctx, http.MethodPost, "/v1/hosts/"+session.String()+"/checkpoints/"+cps[1].ID.String()+"/delete-payload",
+		api.DeletePayloadRequest{ConfirmPermanent: true}, &deletion))
+	if deletion.Stage != domain.DeletionSucceeded {
+		t.Fatalf("deletion %+v", deletion)
+	}
+	if _, err := os.Stat(filepath.Join(hostRoot, "checkpoints", cps[1].ID.String())); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the payload is still there: %v", err)
+	}
+	if after := checkpoints(2).Items; after[1].PayloadDeletedAt == nil || after[0].PayloadDeletedAt != nil {
+		t.Fatalf("records after the deletion %+v", after)
+	}
 	for _, cp := range checkpoints(2).Items {
 		if err := os.RemoveAll(filepath.Join(hostRoot, "checkpoints", cp.ID.String(), "payload")); err != nil {
 			t.Fatal(err)

@@ -155,6 +155,7 @@ func registerShared(w worker.Registry, st *store.Store, c client.Client) {
 	w.RegisterWorkflow(workflows.SandboxInventory)
 	w.RegisterWorkflow(workflows.ContinuityInspection)
 	w.RegisterWorkflow(workflows.ContinuityReset)
+	w.RegisterWorkflow(workflows.CheckpointDeletion)
 	w.RegisterActivity(&activities.Sessions{Store: st})
 	hosts := &roomctl.Hosts{Client: c}
 	w.RegisterActivity(&activities.Hosts{Store: st, Leases: hosts, Members: hosts})

@@ -100,3 +100,39 @@ func TestAResetOnChangedEvidenceOrALiveRuntimeChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// A deletion replayed after its payload went resumes at the recorded stage: the retention
+// check (which would now fail) and the removal are not repeated.
+func TestACheckpointDeletionResumesFromItsRecordedStage(t *testing.T) {
+	for name, c := range map[string]struct {
+		rec  *domain.CheckpointDeletion
+		want []string
+	}{
+		"new":             {nil, []string{"retention", "stage:prepared", "remove", "stage:payload_removed", "stage:succeeded"}},
+		"payload removed": {&domain.CheckpointDeletion{Stage: domain.DeletionPayloadRemoved}, []string{"stage:succeeded"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestWorkflowEnvironment()
+			env.RegisterActivity(&activities.Hosts{})
+			env.RegisterActivity(&activities.Checkpoints{})
+			var h *activities.Hosts
+			var ck *activities.Checkpoints
+			var ops []string
+			env.OnActivity(h.FindDeletion, mock.Anything, mock.Anything).Return(c.rec, nil)
+			env.OnActivity(ck.CheckRetention, mock.Anything, mock.Anything).Return(
+				func(context.Context, activities.CheckpointRef) error { ops = append(ops, "retention"); return nil })
+			env.OnActivity(ck.RemovePayload, mock.Anything, mock.Anything).Return(
+				func(context.Context, activities.CheckpointRef) error { ops = append(ops, "remove"); return nil })
+			env.OnActivity(h.WriteDeletionStage, mock.Anything, mock.Anything).Return(
+				func(_ context.Context, in activities.DeletionStageInput) (domain.CheckpointDeletion, error) {
+					ops = append(ops, "stage:"+string(in.Stage))
+					return domain.CheckpointDeletion{Stage: in.Stage}, nil
+				})
+			env.ExecuteWorkflow(CheckpointDeletion, CheckpointDeletionInput{Checkpoint: uuid.New(), Host: uuid.New(), Node: "n1"})
+			if env.GetWorkflowError() != nil || !equalOps(ops, c.want) {
+				t.Fatalf("ops %v (%v), want %v", ops, env.GetWorkflowError(), c.want)
+			}
+		})
+	}
+}

@@ -117,6 +117,9 @@ func (s Store) dir(id uuid.UUID) (string, error) {
 	return filepath.Join(s.Root, id.String()), nil
 }
 
+// Dir is the directory of one generation (its payload and complete.json).
+func (s Store) Dir(id uuid.UUID) string { return filepath.Join(s.Root, id.String()) }
+
 // Inspection is the verdict on one generation.
 type Inspection struct {
 	Status   Status

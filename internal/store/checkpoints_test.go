@@ -75,3 +75,49 @@ func TestCheckpointRecordsAreImmutableAndExactRetriesAreRepairs(t *testing.T) {
 		}
 	})
 }
+
+// Retention keeps the newest checkpoint of a host and any an export refers to; a deletion's
+// stages only move forward, and removing the payload stamps the record, which stays.
+func TestCheckpointDeletionIsForwardOnlyAndRetentionKeepsTheNewest(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		a := newAgent(t, s)
+		host := newHost(t, s, a, domain.PlacementDedicated)
+		mk := func(at time.Time) domain.ProviderCheckpoint {
+			c := domain.ProviderCheckpoint{ID: uuid.New(), RuntimeHostID: host, Reason: domain.CheckpointManual,
+				Provider: domain.ProviderACP, ManifestChecksum: "m", CreatedAt: at}
+			if _, err := s.InsertCheckpoint(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		old, newest := mk(time.Now().Add(-time.Hour)), mk(time.Now())
+		if why, err := s.RetentionRefusal(ctx, newest.ID); err != nil || why == "" {
+			t.Fatalf("the newest may go: %q %v", why, err)
+		}
+		if why, err := s.RetentionRefusal(ctx, old.ID); err != nil || why != "" {
+			t.Fatalf("an older one is kept: %q %v", why, err)
+		}
+		now := time.Now()
+		d := domain.CheckpointDeletion{CheckpointID: old.ID, RuntimeHostID: host, CreatedAt: now, UpdatedAt: now}
+		var te *domain.TransitionError
+		d.Stage = domain.DeletionPayloadRemoved
+		if _, err := s.WriteCheckpointDeletion(ctx, d); !errors.As(err, &te) {
+			t.Fatalf("a deletion that skips prepared: %v", err)
+		}
+		for _, st := range []domain.DeletionStage{domain.DeletionPrepared, domain.DeletionPrepared, domain.DeletionPayloadRemoved, domain.DeletionSucceeded} {
+			d.Stage = st
+			if _, err := s.WriteCheckpointDeletion(ctx, d); err != nil {
+				t.Fatalf("stage %s: %v", st, err)
+			}
+		}
+		d.Stage = domain.DeletionPrepared
+		if _, err := s.WriteCheckpointDeletion(ctx, d); !errors.As(err, &te) {
+			t.Fatalf("a stage moved back: %v", err)
+		}
+		got, err := s.GetCheckpoint(ctx, old.ID)
+		if err != nil || got.PayloadDeletedAt == nil {
+			t.Fatalf("the record after deletion %+v %v", got, err)
+		}
+	})
+}

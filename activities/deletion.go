@@ -1,0 +1,119 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jam-dev/jam/internal/checkpoint"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/internal/workspace"
+)
+
+// ErrTypeRetained: the retention inventory keeps this checkpoint's payload.
+const ErrTypeRetained = "retained"
+
+// CheckpointRef names one checkpoint of a host.
+type CheckpointRef struct {
+	Checkpoint uuid.UUID `json:"checkpoint"`
+	Host       uuid.UUID `json:"host"`
+}
+
+// CheckRetention refuses (retained) to let a checkpoint's payload go when the retention
+// inventory keeps it: the newest of its host, one an export refers to, or one that is
+// missing or corrupt on this node's disk (evidence is never destroyed). A payload already
+// deleted is allowed (the deletion completes).
+func (c *Checkpoints) CheckRetention(ctx context.Context, in CheckpointRef) error {
+	rec, err := c.Store.GetCheckpoint(ctx, in.Checkpoint)
+	if errors.Is(err, store.ErrNotFound) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRetained, err)
+	}
+	if err != nil {
+		return err
+	}
+	if rec.RuntimeHostID != in.Host {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("checkpoint %s is not of host %s", in.Checkpoint, in.Host), ErrTypeRetained, nil)
+	}
+	if rec.PayloadDeletedAt != nil {
+		return nil
+	}
+	reason, err := c.Store.RetentionRefusal(ctx, in.Checkpoint)
+	if err != nil {
+		return err
+	}
+	if reason == "" {
+		paths, err := workspace.ManagedPaths(c.Layout, in.Host)
+		if err != nil {
+			return err
+		}
+		insp, err := checkpoint.Store{Root: paths.Checkpoints()}.Inspect(in.Checkpoint)
+		if err != nil {
+			return err
+		}
+		if insp.Status != checkpoint.StatusComplete || insp.Manifest.Checksum != rec.ManifestChecksum {
+			reason = fmt.Sprintf("it is %s on disk: kept as evidence", insp.Status)
+		}
+	}
+	if reason != "" {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("checkpoint %s is retained: %s", in.Checkpoint, reason), ErrTypeRetained, nil)
+	}
+	return nil
+}
+
+// RemovePayload deletes a checkpoint generation's files on this node. Files shared with
+// other generations (hard links) stay theirs. An absent payload is already removed.
+func (c *Checkpoints) RemovePayload(ctx context.Context, in CheckpointRef) error {
+	if in.Checkpoint == uuid.Nil {
+		return temporal.NewNonRetryableApplicationError("checkpoint is required", ErrTypeValidation, nil)
+	}
+	paths, err := workspace.ManagedPaths(c.Layout, in.Host)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(checkpoint.Store{Root: paths.Checkpoints()}.Dir(in.Checkpoint)); err != nil {
+		return fmt.Errorf("remove payload of checkpoint %s: %w", in.Checkpoint, err)
+	}
+	return nil
+}
+
+// DeletionStageInput writes one stage of a checkpoint deletion.
+type DeletionStageInput struct {
+	Checkpoint uuid.UUID            `json:"checkpoint"`
+	Host       uuid.UUID            `json:"host"`
+	Stage      domain.DeletionStage `json:"stage"`
+}
+
+// WriteDeletionStage persists a deletion stage through the forward-only validator.
+func (h *Hosts) WriteDeletionStage(ctx context.Context, in DeletionStageInput) (domain.CheckpointDeletion, error) {
+	now := time.Now()
+	d := domain.CheckpointDeletion{CheckpointID: in.Checkpoint, RuntimeHostID: in.Host, Stage: in.Stage, CreatedAt: now, UpdatedAt: now}
+	if prev, err := h.Store.GetCheckpointDeletion(ctx, in.Checkpoint); err == nil {
+		d.CreatedAt = prev.CreatedAt
+	}
+	if _, err := h.Store.WriteCheckpointDeletion(ctx, d); err != nil {
+		var te *domain.TransitionError
+		if errors.As(err, &te) {
+			return domain.CheckpointDeletion{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeValidation, err)
+		}
+		return domain.CheckpointDeletion{}, err
+	}
+	return h.Store.GetCheckpointDeletion(ctx, in.Checkpoint)
+}
+
+// FindDeletion reads a checkpoint's deletion record, if any.
+func (h *Hosts) FindDeletion(ctx context.Context, in CheckpointRef) (*domain.CheckpointDeletion, error) {
+	d, err := h.Store.GetCheckpointDeletion(ctx, in.Checkpoint)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
