@@ -13,10 +13,12 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/checkpoint"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/teststore"
+	"github.com/jam-dev/jam/internal/workspace"
 )
 
 // sandboxWorld is one sandboxed Codex session with its allocated Dedicated host, and the
@@ -108,4 +110,44 @@ func TestEnsureSandboxProvisionsTheManagedLayoutFirstAndPreservesACorruptManifes
 	var state string
 	require.NoError(t, w.st.DB().QueryRow(`SELECT state FROM managed_workspaces WHERE id = ?`, w.session.String()).Scan(&state))
 	require.Equal(t, string(domain.WorkspaceNeedsReconciliation), state)
+}
+
+// A crash between a published complete.json and its record: the retried activity finds the
+// generation already published under its id and inserts the identical record.
+func TestARetriedCaptureRepairsTheManifestToRecordCrashWindow(t *testing.T) {
+	ctx := context.Background()
+	w := newSandboxWorld(t, domain.AuthProviderLogin)
+	_, err := w.ensure()
+	require.NoError(t, err)
+	paths, err := workspace.ManagedPaths(w.acts.Layout, w.host.ID)
+	require.NoError(t, err)
+	state, err := paths.ProviderState(domain.ProviderCodex)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(state, "rollout.jsonl"), []byte("thread"), 0o600))
+
+	// The first attempt published the generation, then died before the record.
+	id := uuid.New()
+	hs, err := w.st.GetHostSession(ctx, w.session)
+	require.NoError(t, err)
+	_, err = checkpoint.Store{Root: paths.Checkpoints()}.Capture(ctx, checkpoint.CaptureRequest{Meta: checkpoint.Meta{ID: id,
+		Host: w.host.ID, Reason: domain.CheckpointBeforeStop, Provider: domain.ProviderCodex,
+		Sessions: []checkpoint.Session{{RuntimeSession: hs.RuntimeSessionID, ProviderSessionID: hs.ProviderSessionID}}},
+		Source: state, At: time.Now()})
+	require.NoError(t, err)
+	_, err = w.st.GetCheckpoint(ctx, id)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	acts := &activities.Checkpoints{Store: w.st, Layout: w.acts.Layout}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(acts)
+	v, err := env.ExecuteActivity(acts.CaptureCheckpoint, activities.CaptureCheckpointInput{Host: w.host.ID, ID: id,
+		Reason: domain.CheckpointBeforeStop})
+	require.NoError(t, err)
+	var out activities.CaptureCheckpointResult
+	require.NoError(t, v.Get(&out))
+	rec, err := w.st.GetCheckpoint(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, int64(len("thread")), rec.PayloadBytes)
+	require.Equal(t, 1, out.Files)
 }
