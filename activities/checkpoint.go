@@ -90,10 +90,14 @@ func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpoin
 	if err != nil {
 		return CaptureCheckpointResult{}, err
 	}
-	if entries, err := os.ReadDir(src); err != nil || len(entries) == 0 {
+	entries, err := os.ReadDir(src)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {
 		// Nothing on disk (never written, or lost): a generation would claim sessions it
 		// does not hold.
 		return CaptureCheckpointResult{ID: in.ID, Skipped: true}, nil
+	}
+	if err != nil {
+		return CaptureCheckpointResult{}, fmt.Errorf("provider state of %s: %w", h.ID, err) // unreadable is not empty
 	}
 	gens := checkpoint.Store{Root: paths.Checkpoints()}
 	req := checkpoint.CaptureRequest{Meta: checkpoint.Meta{ID: in.ID, Host: h.ID, Reason: in.Reason, Provider: provider,

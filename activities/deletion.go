@@ -52,18 +52,44 @@ func (c *Checkpoints) CheckRetention(ctx context.Context, in CheckpointRef) erro
 		if err != nil {
 			return err
 		}
-		insp, err := checkpoint.Store{Root: paths.Checkpoints()}.Inspect(in.Checkpoint)
+		gens := checkpoint.Store{Root: paths.Checkpoints()}
+		insp, err := gens.Inspect(in.Checkpoint)
 		if err != nil {
 			return err
 		}
 		if insp.Status != checkpoint.StatusComplete || insp.Manifest.Checksum != rec.ManifestChecksum {
 			reason = fmt.Sprintf("it is %s on disk: kept as evidence", insp.Status)
+		} else if newest, err := c.newestVerified(ctx, gens, in.Host); err != nil {
+			return err
+		} else if newest == in.Checkpoint {
+			reason = "it is the newest checkpoint that verifies, the one an exact resume would restore"
 		}
 	}
 	if reason != "" {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("checkpoint %s is retained: %s", in.Checkpoint, reason), ErrTypeRetained, nil)
 	}
 	return nil
+}
+
+// newestVerified is the newest kept generation of the host that verifies on this disk.
+func (c *Checkpoints) newestVerified(ctx context.Context, gens checkpoint.Store, host uuid.UUID) (uuid.UUID, error) {
+	all, err := c.Store.ListCheckpoints(ctx, host)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	for _, k := range all {
+		if k.PayloadDeletedAt != nil {
+			continue
+		}
+		in, err := gens.Inspect(k.ID)
+		if err != nil {
+			return uuid.Nil, err
+		}
+		if in.Status == checkpoint.StatusComplete && in.Manifest.Checksum == k.ManifestChecksum {
+			return k.ID, nil
+		}
+	}
+	return uuid.Nil, nil
 }
 
 // RemovePayload deletes a checkpoint generation's files on this node. Files shared with

@@ -2,8 +2,10 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -68,12 +70,17 @@ func (r *Runtimes) activate(ctx context.Context, h domain.RuntimeHost, hs domain
 			}
 		}
 	}
-	if entries, err := os.ReadDir(state); err == nil && len(entries) > 0 {
-		a := activated{kind: ActivationLive}
-		if len(holding) > 0 {
-			a.checkpoint = &holding[0].ID
-		}
-		return a, nil
+	// One activation per host at a time on this node: two members of a Shared host that
+	// both find the state gone must not both restore into it.
+	unlock := r.lockHost(h.ID)
+	defer unlock()
+	entries, err := os.ReadDir(state)
+	switch {
+	case err == nil && len(entries) > 0:
+		// The provider resumes from its own state; that says nothing about any checkpoint.
+		return activated{kind: ActivationLive}, nil
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return activated{}, fmt.Errorf("provider state of %s: %w", h.ID, err) // unreadable is not empty
 	}
 	gens := checkpoint.Store{Root: paths.Checkpoints()}
 	var reasons []string
@@ -88,7 +95,7 @@ func (r *Runtimes) activate(ctx context.Context, h domain.RuntimeHost, hs domain
 			_ = r.observe(ctx, c.ID, hs, domain.ResumeFailed, "checkpoint "+string(in.Status)+": "+in.Detail)
 			continue
 		}
-		if _, err := gens.Restore(c.ID, state); err != nil {
+		if _, err := gens.Restore(ctx, c.ID, state); err != nil {
 			return activated{}, fmt.Errorf("restore checkpoint %s for %s: %w", c.ID, hs.RuntimeSessionID, err)
 		}
 		id := c.ID
@@ -102,6 +109,17 @@ func (r *Runtimes) activate(ctx context.Context, h domain.RuntimeHost, hs domain
 		temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"runtime session %s is bound to provider session %s but its provider state is gone and %s; inspect the host's continuity and start fresh explicitly",
 			hs.RuntimeSessionID, hs.ProviderSessionID, detail), ErrTypeExactResume, nil)
+}
+
+// hostLocks serializes activation per runtime host within this node's worker (a host's
+// members all run on its node).
+var hostLocks sync.Map
+
+func (r *Runtimes) lockHost(host uuid.UUID) (unlock func()) {
+	m, _ := hostLocks.LoadOrStore(host, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }
 
 // observe records one resume attempt against the checkpoint it answers to. The record is the

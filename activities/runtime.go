@@ -105,6 +105,10 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	if r.Env != nil {
 		env = r.Env()
 	}
+	// Heartbeat from here: a restore from a checkpoint may take a while, and a silent
+	// attempt would be timed out and raced by its own retry.
+	stopBeat := heartbeat(ctx)
+	defer stopBeat()
 	l, err := r.launch(ctx, hs, row, in, env)
 	if err != nil {
 		return PrepareRuntimeResult{}, err
@@ -119,9 +123,7 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		Transport: hs.Config.Transport, Executable: l.exe, Args: l.args, Env: l.environ(env), Dir: l.dir,
 		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Briefing: agent.Briefing,
 		Permissions: r.Permissions, Events: r.sink(hs, gen, log), Log: log}
-	stop := heartbeat(ctx)
 	rt, p, err := r.Table.Start(ctx, spec)
-	stop()
 	l.release() // the provider has started (or failed): the env file has served
 	switch {
 	case errors.Is(err, provider.ErrExactResumeUnavailable):

@@ -184,6 +184,11 @@ func RuntimeHost(ctx workflow.Context, in RuntimeHostInput) error {
 		}
 		if parkable() {
 			if r.park(ctx); r.gone && len(r.s.Leases) == 0 {
+				// Nothing is left to serve: answer waiting checkpoint requests, then end.
+				for _, req := range r.ckpts {
+					req.done, req.err = true, temporal.NewApplicationError("the runtime host is gone", activities.ErrTypeHostScope)
+				}
+				r.ckpts = nil
 				_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 				return nil
 			}
@@ -532,19 +537,21 @@ type ckptRequest struct {
 // runCheckpoints captures every requested checkpoint with the host quiesced: new turns wait
 // (so a stream of turns cannot starve the checkpoint) and running ones finish first.
 func (r *runtimeHost) runCheckpoints(ctx workflow.Context) {
+	// Drain turns before taking the sandbox lock, so acquires, releases and parks are not
+	// held behind a long turn.
+	r.s.Quiesced = true
+	defer func() { r.s.Quiesced = false }()
+	_ = workflow.Await(ctx, func() bool { return len(r.s.Permits) == 0 })
 	if err := r.lockSandbox(ctx); err != nil {
 		return
 	}
 	defer func() { r.busy = false }()
-	r.s.Quiesced = true
-	_ = workflow.Await(ctx, func() bool { return len(r.s.Permits) == 0 })
 	for len(r.ckpts) > 0 {
 		req := r.ckpts[0]
 		r.ckpts = r.ckpts[1:]
 		req.result, req.err = r.capture(ctx, req.reason, req.force)
 		req.done = true
 	}
-	r.s.Quiesced = false
 }
 
 // checkpointNow is the manual checkpoint update: it waits for the loop to capture.
@@ -561,6 +568,11 @@ func (r *runtimeHost) checkpointNow(ctx workflow.Context) (activities.CaptureChe
 func (r *runtimeHost) permit(ctx workflow.Context, req LeaseRequest) error {
 	if err := workflow.Await(ctx, func() bool { return !r.s.Quiesced }); err != nil {
 		return err
+	}
+	// Only a member holding a lease runs turns: a permit that waited past its session's
+	// release would otherwise stay out forever and hold every later checkpoint.
+	if !slices.Contains(r.s.Leases, req.RuntimeSession) {
+		return temporal.NewApplicationError("the session holds no lease on this host", activities.ErrTypeHostBusy)
 	}
 	// One turn per session at a time: a retried permit of the same turn adds nothing.
 	if !slices.Contains(r.s.Permits, req.RuntimeSession) {

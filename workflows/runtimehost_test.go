@@ -198,6 +198,8 @@ func TestAQuiesceWaitsForRunningTurnsAndHoldsNewOnesBack(t *testing.T) {
 	a := uuid.New()
 	var order []string
 	var errs [4]error
+	var acq error
+	e.update(500*time.Millisecond, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &acq)
 	e.update(time.Second, UpdatePermit, LeaseRequest{RuntimeSession: a}, &errs[0])
 	e.env.RegisterDelayedCallback(func() {
 		e.env.UpdateWorkflow(UpdateQuiesce, "q", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
@@ -276,6 +278,24 @@ func TestAFailedAcquireLeavesNoLease(t *testing.T) {
 	}
 	if want := []string{"ensure+fence", "park", "host:parked"}; !equalOps(e.ops, want) {
 		t.Fatalf("ops %v, want %v", e.ops, want)
+	}
+}
+
+// A permit that waited past its session's release is refused: it would otherwise stay out
+// forever and hold every later checkpoint (and, through them, acquires and parks).
+func TestAPermitForASessionWithoutALeaseIsRefused(t *testing.T) {
+	e := newHostEnv(t)
+	a := uuid.New()
+	var permitErr, ckptErr error
+	ckptDone := false
+	e.update(time.Second, UpdatePermit, LeaseRequest{RuntimeSession: a}, &permitErr)
+	e.env.RegisterDelayedCallback(func() {
+		e.env.UpdateWorkflow(UpdateCheckpoint, "manual", &testsuite.TestUpdateCallback{OnReject: func(err error) { ckptErr = err },
+			OnAccept: func() {}, OnComplete: func(_ interface{}, err error) { ckptErr, ckptDone = err, true }})
+	}, 2*time.Second)
+	e.run(time.Hour)
+	if !HasAppErrType(permitErr, activities.ErrTypeHostBusy) || !ckptDone || ckptErr != nil {
+		t.Fatalf("permit %v; checkpoint done %v, %v", permitErr, ckptDone, ckptErr)
 	}
 }
 

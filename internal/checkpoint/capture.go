@@ -107,8 +107,20 @@ func (s Store) Capture(ctx context.Context, req CaptureRequest) (Manifest, error
 	if err := syncFS(payload); err != nil {
 		return Manifest{}, fmt.Errorf("checkpoint %s: sync payload: %w", req.ID, err)
 	}
-	if _, err := privatefile.Create(filepath.Join(dir, manifestName), b); err != nil {
+	created, err := privatefile.Create(filepath.Join(dir, manifestName), b)
+	if err != nil {
 		return Manifest{}, fmt.Errorf("checkpoint %s: publish: %w", req.ID, err)
+	}
+	if !created {
+		// A concurrent attempt published first: its manifest is the generation.
+		in, err := s.Inspect(req.ID)
+		if err != nil {
+			return Manifest{}, err
+		}
+		if in.Status != StatusComplete || !sameMeta(in.Manifest.Meta, req.Meta) {
+			return Manifest{}, fmt.Errorf("checkpoint %s: %w", req.ID, ErrConflict)
+		}
+		return in.Manifest, nil
 	}
 	return m, nil
 }

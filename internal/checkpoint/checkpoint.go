@@ -95,6 +95,11 @@ func (m Manifest) checksum() string {
 
 func jsonIndent(m Manifest) ([]byte, error) { return json.MarshalIndent(m, "", "  ") }
 
+// localPath: a clean, relative, slash-separated path that stays inside its root.
+func localPath(p string) bool {
+	return p != "" && filepath.IsLocal(filepath.FromSlash(p)) && filepath.ToSlash(filepath.Clean(filepath.FromSlash(p))) == p
+}
+
 // Status is what inspection concludes about one generation.
 type Status string
 
@@ -153,6 +158,9 @@ func (s Store) Inspect(id uuid.UUID) (Inspection, error) {
 		return Inspection{Status: StatusCorrupt, Manifest: m, Detail: "complete.json does not match its checksum"}, nil
 	}
 	for _, f := range m.Files {
+		if !localPath(f.Path) {
+			return Inspection{Status: StatusCorrupt, Manifest: m, Detail: "complete.json names a path outside its payload"}, nil
+		}
 		st, err := os.Lstat(filepath.Join(dir, payloadDir, filepath.FromSlash(f.Path)))
 		if err != nil || !st.Mode().IsRegular() || st.Size() != f.Size {
 			return Inspection{Status: StatusCorrupt, Manifest: m, Detail: "payload file " + f.Path + " is missing or changed"}, nil

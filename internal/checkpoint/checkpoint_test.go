@@ -93,7 +93,7 @@ func TestAStagedButUnpublishedGenerationIsIncompleteAndARetryPublishesIt(t *test
 	if in, _ := s.Inspect(req.ID); in.Status != StatusIncomplete {
 		t.Fatalf("inspect %+v", in)
 	}
-	if _, err := s.Restore(req.ID, t.TempDir()+"/dest"); !errors.Is(err, ErrNotRestorable) {
+	if _, err := s.Restore(ctx, req.ID, t.TempDir()+"/dest"); !errors.Is(err, ErrNotRestorable) {
 		t.Fatalf("an incomplete generation was restored: %v", err)
 	}
 	if _, err := s.Capture(ctx, req); err != nil {
@@ -137,17 +137,30 @@ func TestUnchangedFilesAreLinkedFromThePreviousGenerationAndChangedOnesCopied(t 
 	if b, _ := os.ReadFile(p(first.ID, "hot.txt")); string(b) != "v1" {
 		t.Fatalf("the first generation changed: %q", b)
 	}
-	// Restore copies: writing to the restored state never reaches a generation.
+	// Restore fills an empty state directory (never replacing it: it may be a mount) by copy:
+	// writing to the restored state never reaches a generation. Live state is never
+	// overwritten.
+	live := filepath.Join(t.TempDir(), "live")
+	writeTree(t, live, map[string]string{"stale.txt": "x"})
+	if _, err := s.Restore(ctx, second.ID, live); !errors.Is(err, ErrNotEmpty) {
+		t.Fatalf("restore over live state: %v", err)
+	}
 	dest := filepath.Join(t.TempDir(), "state")
-	writeTree(t, dest, map[string]string{"stale.txt": "x"})
-	if _, err := s.Restore(second.ID, dest); err != nil {
+	if err := os.Mkdir(dest, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	root := inode(t, dest)
+	if _, err := s.Restore(ctx, second.ID, dest); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dest, "hot.txt")); string(b) != "v2!" {
 		t.Fatalf("restored %q", b)
 	}
-	if _, err := os.Stat(filepath.Join(dest, "stale.txt")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatal("restore merged into the old state instead of replacing it")
+	if inode(t, dest) != root {
+		t.Fatal("restore replaced the state directory instead of filling it")
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dest), ".restore-*")); len(left) != 0 {
+		t.Fatalf("staging left behind: %v", left)
 	}
 	if inode(t, filepath.Join(dest, "same.txt")) == inode(t, p(second.ID, "same.txt")) {
 		t.Fatal("a restored file shares the generation's inode")
@@ -181,7 +194,7 @@ func TestACorruptGenerationIsReportedAndNeverRestored(t *testing.T) {
 			if in, _ := s.Inspect(req.ID); in.Status != StatusCorrupt {
 				t.Fatalf("inspect %+v", in)
 			}
-			if _, err := s.Restore(req.ID, filepath.Join(t.TempDir(), "d")); !errors.Is(err, ErrNotRestorable) {
+			if _, err := s.Restore(ctx, req.ID, filepath.Join(t.TempDir(), "d")); !errors.Is(err, ErrNotRestorable) {
 				t.Fatalf("restored: %v", err)
 			}
 		})

@@ -160,6 +160,9 @@ func TestAddingAnOwnedAgentMaterializesASessionAndRemovingLeavesATombstone(t *te
 		if err := s.BindProviderSession(ctx, session, "ses_provider_1", fixtureTime); err != nil {
 			t.Fatal(err)
 		}
+		if err := s.BindProviderSession(ctx, session, "ses_other", fixtureTime); !errors.Is(err, ErrConflict) {
+			t.Fatalf("a bound provider session was replaced: %v", err)
+		}
 		if _, err := s.AddAgentToRoom(ctx, room.ID, a.ID, fixtureTime); !errors.Is(err, ErrConflict) {
 			t.Fatalf("second membership: %v", err)
 		}

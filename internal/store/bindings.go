@@ -85,7 +85,7 @@ type sessionBoundEvent struct {
 func (q *Q) bindRoom(ctx context.Context, a domain.Agent, room uuid.UUID, at time.Time, m *Membership) error {
 	var b bindingRow
 	err := q.get(ctx, &b, `
-SELECT * FROM room_bindings WHERE agent_id = ? AND room_id = ? ORDER BY active DESC, updated_at DESC LIMIT 1`, a.ID, room)
+SELECT * FROM room_bindings WHERE agent_id = ? AND room_id = ? ORDER BY active DESC, updated_at DESC, created_at DESC LIMIT 1`, a.ID, room)
 	switch {
 	case err == nil && b.Active:
 		return q.fillMembership(ctx, b.domain(), false, m)
@@ -241,13 +241,24 @@ SELECT * FROM room_bindings WHERE agent_id = ? AND room_id = ? ORDER BY active D
 
 // BindProviderSession records the provider thread a runtime session is bound to.
 func (q *Q) BindProviderSession(ctx context.Context, runtimeSession uuid.UUID, providerSession string, at time.Time) error {
-	res, err := q.exec(ctx, `UPDATE runtime_sessions SET provider_session_id = ?, updated_at = ? WHERE id = ?`,
-		providerSession, domain.Timestamp(at), runtimeSession)
+	// A bound identity is never replaced: exact resume would otherwise silently move to a
+	// new thread (only an explicit start-fresh mints a new runtime session for that).
+	res, err := q.exec(ctx, `
+UPDATE runtime_sessions SET provider_session_id = ?, updated_at = ?
+WHERE id = ? AND (provider_session_id IS NULL OR provider_session_id = ?)`,
+		providerSession, domain.Timestamp(at), runtimeSession, providerSession)
 	if err != nil {
 		return fmt.Errorf("bind provider session of %s: %w", runtimeSession, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("bind provider session of %s: %w", runtimeSession, ErrNotFound)
+		var n int
+		if err := q.get(ctx, &n, `SELECT COUNT(*) FROM runtime_sessions WHERE id = ?`, runtimeSession); err != nil {
+			return fmt.Errorf("bind provider session of %s: %w", runtimeSession, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("bind provider session of %s: %w", runtimeSession, ErrNotFound)
+		}
+		return fmt.Errorf("bind provider session of %s: %w: it is bound to another provider session", runtimeSession, ErrConflict)
 	}
 	return nil
 }

@@ -135,9 +135,17 @@ func (q *Q) replaceSession(ctx context.Context, m domain.ContinuityMapping, at t
 	if err != nil {
 		return err
 	}
-	if _, err := q.exec(ctx, `UPDATE room_bindings SET active = ?, generation = generation + 1, updated_at = ? WHERE id = ?`,
-		false, at, m.SourceBinding); err != nil {
+	// The binding as it is now, not as the record saw it: a room left since stays left.
+	var active bool
+	if err := q.get(ctx, &active, `SELECT active FROM room_bindings WHERE id = ?`, m.SourceBinding); err != nil {
 		return err
+	}
+	m.Active = active
+	if active { // a tombstone stays untouched, so a re-add finds the replacement, not it
+		if _, err := q.exec(ctx, `UPDATE room_bindings SET active = ?, generation = generation + 1, updated_at = ? WHERE id = ?`,
+			false, at, m.SourceBinding); err != nil {
+			return err
+		}
 	}
 	if _, err := q.exec(ctx, `UPDATE host_sessions SET removed_at = ?, updated_at = ? WHERE runtime_session_id = ? AND removed_at IS NULL`,
 		at, at, m.SourceSession); err != nil {

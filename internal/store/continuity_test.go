@@ -77,5 +77,23 @@ VALUES (?, ?, ?, ?, ?, 1, ?, ?)`, uuid.New(), a.agent, room, sess, sess == live,
 		if err := s.get(ctx, &n, `SELECT COUNT(*) FROM runtime_sessions WHERE agent_id = ?`, a.agent); err != nil || n != 4 {
 			t.Fatalf("%d runtime sessions (nothing deleted, two minted once) %v", n, err)
 		}
+		// Re-adding the agent to the room it had left revives the replacement, never the
+		// abandoned source.
+		for _, m := range r.Mapping {
+			if m.Active {
+				continue
+			}
+			var mb Membership
+			err := s.InTx(ctx, func(q *Q) error {
+				ag, err := q.GetAgent(ctx, a.agent)
+				if err != nil {
+					return err
+				}
+				return q.bindRoom(ctx, ag, m.RoomID, time.Now(), &mb)
+			})
+			if err != nil || mb.Session == nil || mb.Session.RuntimeSessionID != m.ReplacementSession {
+				t.Fatalf("re-add bound %+v, want the replacement %s (%v)", mb.Session, m.ReplacementSession, err)
+			}
+		}
 	})
 }
