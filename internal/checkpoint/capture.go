@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -92,7 +93,7 @@ func (s Store) Capture(ctx context.Context, req CaptureRequest) (Manifest, error
 			}
 		}
 		if !f.Linked {
-			if err := copyFile(filepath.Join(req.Source, filepath.FromSlash(e.rel)), dst, f.Size); err != nil {
+			if err := captureFile(filepath.Join(req.Source, filepath.FromSlash(e.rel)), dst, e.info); err != nil {
 				return Manifest{}, fmt.Errorf("checkpoint %s: capture %s: %w", req.ID, e.rel, err)
 			}
 		}
@@ -208,6 +209,28 @@ func scan(ctx context.Context, req CaptureRequest) ([]entry, int64, error) {
 	return out, total, nil
 }
 
+// captureFile copies a scanned file of a live provider's state. The state may be written by
+// a running guest: the file is opened without following a final link and must be the very
+// file the scan saw (device and inode), so a path swapped for a link to a host file since the
+// scan is refused rather than captured.
+func captureFile(src, dst string, scanned fs.FileInfo) error {
+	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	was, ok1 := scanned.Sys().(*syscall.Stat_t)
+	now, ok2 := st.Sys().(*syscall.Stat_t)
+	if !ok1 || !ok2 || was.Dev != now.Dev || was.Ino != now.Ino || !st.Mode().IsRegular() {
+		return fmt.Errorf("%s changed into another file since it was scanned", src)
+	}
+	return copyOpen(in, dst, scanned.Size())
+}
+
 // copyFile copies exactly size bytes into a new private file. It does not sync: publication
 // syncs the whole filesystem once before complete.json is written (one syncfs instead of one
 // fsync per file).
@@ -217,6 +240,10 @@ func copyFile(src, dst string, size int64) error {
 		return err
 	}
 	defer in.Close()
+	return copyOpen(in, dst, size)
+}
+
+func copyOpen(in *os.File, dst string, size int64) error {
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err

@@ -235,3 +235,42 @@ func TestCaptureRefusesStateBeyondItsLimits(t *testing.T) {
 		t.Fatalf("included %+v %v", m.Files, err)
 	}
 }
+
+// A file of the live state swapped for a link to a host file between the scan and the copy
+// is refused, never captured.
+func TestAFileSwappedForALinkAfterTheScanIsNotCaptured(t *testing.T) {
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"a.txt": "guest"})
+	info, err := os.Lstat(filepath.Join(src, "a.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "host-secret")
+	if err := os.WriteFile(secret, []byte("hosty"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(src, "a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(src, "a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := captureFile(filepath.Join(src, "a.txt"), filepath.Join(t.TempDir(), "out"), info); err == nil {
+		t.Fatal("a swapped link was followed")
+	}
+	// A parent directory swapped for a link: the opened file is not the scanned one.
+	sub := filepath.Join(src, "dir")
+	writeTree(t, sub, map[string]string{"b.txt": "guest"})
+	binfo, _ := os.Lstat(filepath.Join(sub, "b.txt"))
+	elsewhere := t.TempDir()
+	writeTree(t, elsewhere, map[string]string{"b.txt": "hosty"})
+	if err := os.RemoveAll(sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := captureFile(filepath.Join(sub, "b.txt"), filepath.Join(t.TempDir(), "out2"), binfo); err == nil {
+		t.Fatal("a swapped parent directory was followed")
+	}
+}
