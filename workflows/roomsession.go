@@ -494,8 +494,18 @@ func (r *roomSession) prepare(ctx workflow.Context, node string, sandboxed bool)
 	in := activities.PrepareRuntimeInput{RuntimeSession: r.in.RuntimeSession}
 	if sandboxed {
 		in.Host, in.Sandbox = r.s.Host, r.s.Sandbox
+		// Starting a provider writes its state (a new session, a restore): like a turn, it
+		// holds a permit, so no checkpoint captures the state half-written.
+		if !r.permit(ctx, false) {
+			r.release(ctx)
+			r.s.Phase = domain.PhaseDormant
+			return false
+		}
 	}
 	err := workflow.ExecuteActivity(actx, r.rt.PrepareRuntime, in).Get(ctx, &out)
+	if sandboxed {
+		r.permit(ctx, true)
+	}
 	if err != nil {
 		r.release(ctx)
 		r.s.Phase, r.s.LastError = domain.PhaseDormant, "prepare runtime: "+errorText(err)
