@@ -18,11 +18,8 @@ import (
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/api/client"
-	"github.com/jam-dev/jam/internal/devserver"
 	"github.com/jam-dev/jam/internal/domain"
-	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
-	"github.com/jam-dev/jam/internal/testsupport/testdb"
 )
 
 // The RoomSession benchmark of `make bench` (JAM_BENCH=1): live turn overhead, wake latency,
@@ -214,24 +211,11 @@ func scaleAndBurst(t *testing.T, c *client.Client, agent uuid.UUID, parent, work
 // worker's and server's pids.
 func startProduction(t *testing.T) (*client.Client, uuid.UUID, int, int) {
 	t.Helper()
-	dbURL := testdb.PostgresURL(t)
-	ts := temporaltest.Start(t)
-	const token = "bench-token"
-	listen, err := devserver.FreeAddress("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := []string{"JAM_DATABASE_URL=" + dbURL, "JAM_TEMPORAL_ADDRESS=" + ts.FrontendAddress()}
-	if out, err := runJam(t, base, "migrate", "up"); err != nil {
-		t.Fatalf("migrate up: %v\n%s", err, out)
-	}
-	server := startJam(t, append(base, "JAM_HOME="+t.TempDir(), "JAM_API_TOKEN="+token), "server", "--listen", listen)
-	waitHTTP(t, "http://"+listen+"/readyz", http.StatusOK, 30*time.Second)
-	worker := startJam(t, append(append(base, "JAM_HOME="+t.TempDir()), ownedEnv(t, t.TempDir())...), "worker", "--node", "bench")
-	c := apiClient("http://"+listen, token)
+	p := startProductionServer(t, "bench-token")
+	worker := startJam(t, append(append(p.base, "JAM_HOME="+t.TempDir()), ownedEnv(t, t.TempDir())...), "worker", "--node", "bench")
 	var agent api.AgentBody
-	must(t, c.Do(context.Background(), http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "bench", Kind: domain.AgentOwned}, &agent))
-	return c, agent.ID, worker.cmd.Process.Pid, server.cmd.Process.Pid
+	must(t, p.client.Do(context.Background(), http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "bench", Kind: domain.AgentOwned}, &agent))
+	return p.client, agent.ID, worker.cmd.Process.Pid, p.server.cmd.Process.Pid
 }
 
 func summarize(ds []time.Duration) latency {

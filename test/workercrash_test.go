@@ -10,35 +10,19 @@ import (
 	"time"
 
 	"github.com/jam-dev/jam/api"
-	"github.com/jam-dev/jam/internal/devserver"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
-	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
-	"github.com/jam-dev/jam/internal/testsupport/testdb"
 )
 
 // The production shape with the worker killed mid-turn (SIGKILL: no activity completes, no
 // teardown runs) and a new worker started under the same node name: the queued message is
 // answered exactly once and the killed worker's child does not outlive it.
 func TestAWorkerKilledMidTurnAnswersTheMessageExactlyOnce(t *testing.T) {
-	dbURL := testdb.PostgresURL(t)
-	ts := temporaltest.Start(t)
 	ctx := context.Background()
 	exe := testagent.Binary(t)
-	const token = "crash-test-token"
-	listen, err := devserver.FreeAddress("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := []string{"JAM_DATABASE_URL=" + dbURL, "JAM_TEMPORAL_ADDRESS=" + ts.FrontendAddress()}
-	if out, err := runJam(t, base, "migrate", "up"); err != nil {
-		t.Fatalf("migrate up: %v\n%s", err, out)
-	}
-	startJam(t, append(base, "JAM_HOME="+t.TempDir(), "JAM_API_TOKEN="+token), "server", "--listen", listen)
-	apiURL := "http://" + listen
-	waitHTTP(t, apiURL+"/readyz", http.StatusOK, 30*time.Second)
-	c := apiClient(apiURL, token)
+	p := startProductionServer(t, "crash-test-token")
+	base, c := p.base, p.client
 
 	workerEnv := append(append(base, "JAM_HOME="+filepath.Join(t.TempDir(), "node-w1")), ownedEnv(t, t.TempDir())...)
 	worker := startJam(t, workerEnv, "worker", "--node", "w1")
@@ -93,21 +77,8 @@ func TestAWorkerKilledMidTurnAnswersTheMessageExactlyOnce(t *testing.T) {
 // before Jam published its owner marker: the restarted worker converges on that one sandbox
 // (no second create, no second owner) and the queued message is answered.
 func TestAWorkerKilledBetweenSandboxCreateAndItsMarkerConvergesOnOneSandbox(t *testing.T) {
-	dbURL := testdb.PostgresURL(t)
-	ts := temporaltest.Start(t)
-	const token = "crash-test-token"
-	listen, err := devserver.FreeAddress("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := []string{"JAM_DATABASE_URL=" + dbURL, "JAM_TEMPORAL_ADDRESS=" + ts.FrontendAddress()}
-	if out, err := runJam(t, base, "migrate", "up"); err != nil {
-		t.Fatalf("migrate up: %v\n%s", err, out)
-	}
-	startJam(t, append(base, "JAM_HOME="+t.TempDir(), "JAM_API_TOKEN="+token), "server", "--listen", listen)
-	apiURL := "http://" + listen
-	waitHTTP(t, apiURL+"/readyz", http.StatusOK, 30*time.Second)
-	c := apiClient(apiURL, token)
+	p := startProductionServer(t, "crash-test-token")
+	base, c := p.base, p.client
 
 	e := sandboxEnv{home: filepath.Join(t.TempDir(), "node-w1"), state: t.TempDir(), log: filepath.Join(t.TempDir(), "sbx.log")}
 	workerEnv := append(append(base, "JAM_HOME="+e.home, "FAKESBX_STATE="+e.state, "FAKESBX_LOG="+e.log),
