@@ -474,6 +474,14 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 	if got.Status != domain.ContinuityCorrupt || !got.CanStartFresh || got.RuntimeRunning || got.EvidenceChecksum == "" {
 		t.Fatalf("continuity after failing closed: %+v", got.ContinuityReport)
 	}
+	cli := []string{"JAM_URL=" + e.d.apiURL, "JAM_HOME=" + filepath.Dir(e.d.tokenFile)}
+	if out, err := runJam(t, cli, "host", "continuity", session.String()); err != nil ||
+		!strings.Contains(out, "corrupt") || !strings.Contains(out, "jam host start-fresh "+session.String()+" --confirm --evidence "+got.EvidenceChecksum) {
+		t.Fatalf("jam host continuity: %v\n%s", err, out)
+	}
+	if out, err := runJam(t, cli, "host", "checkpoints", session.String()); err != nil || !strings.Contains(out, "deleted") {
+		t.Fatalf("jam host checkpoints: %v\n%s", err, out)
+	}
 	m := postText(t, c, room.ID, "[[count]] anyone?")
 	time.Sleep(2 * time.Second)
 	if rs := repliesTo(t, c, m); len(rs) != 0 {

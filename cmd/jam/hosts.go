@@ -64,7 +64,107 @@ members that were live. This is the only way to stop or reset a Shared host.`,
 	}
 	control.Flags().BoolVar(&discard, "discard-changes", false, "confirm a reset may destroy a private clone's changes that live only in the sandbox")
 	cmd.AddCommand(list, show, control)
+	cmd.AddCommand(continuityCommands(cf)...)
 	return cmd
+}
+
+// continuityCommands are the checkpoint and continuity verbs of `jam host`.
+func continuityCommands(cf *clientFlags) []*cobra.Command {
+	checkpoints := &cobra.Command{
+		Use: "checkpoints HOST_ID", Short: "List the host's provider checkpoints, newest first", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := cf.call(cmd, http.MethodGet, "/v1/hosts/"+url.PathEscape(args[0])+"/checkpoints", nil)
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(out api.CheckpointList) error {
+				rows := make([][]string, len(out.Items))
+				for i, k := range out.Items {
+					payload := fmt.Sprintf("%d bytes", k.PayloadBytes)
+					if k.PayloadDeletedAt != nil {
+						payload = "deleted"
+					}
+					rows[i] = []string{k.ID.String(), string(k.Reason), payload, k.CreatedAt.Format("2006-01-02 15:04:05")}
+				}
+				return table(cmd.OutOrStdout(), "CHECKPOINT\tREASON\tPAYLOAD\tCREATED", rows)
+			})
+		},
+	}
+	checkpoint := &cobra.Command{
+		Use: "checkpoint HOST_ID", Short: "Capture a checkpoint now (running turns finish first, new ones wait)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := cf.call(cmd, http.MethodPost, "/v1/hosts/"+url.PathEscape(args[0])+"/checkpoints", nil)
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(k api.CheckpointBody) error {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "checkpoint %s (%d bytes)\n", k.ID, k.PayloadBytes)
+				return err
+			})
+		},
+	}
+	continuity := &cobra.Command{
+		Use: "continuity HOST_ID", Short: "Can every bound provider session resume exactly? (read-only)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := cf.call(cmd, http.MethodGet, "/v1/hosts/"+url.PathEscape(args[0])+"/continuity", nil)
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(b api.ContinuityBody) error {
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "%s", b.Status)
+				if b.Detail != "" {
+					fmt.Fprintf(w, ": %s", b.Detail)
+				}
+				fmt.Fprintf(w, "\nevidence %s\n", b.EvidenceChecksum)
+				if b.CanStartFresh {
+					fmt.Fprintf(w, "start fresh: jam host start-fresh %s --confirm --evidence %s\n", b.Host, b.EvidenceChecksum)
+				}
+				return nil
+			})
+		},
+	}
+	var confirm bool
+	var evidence string
+	startFresh := &cobra.Command{
+		Use:   "start-fresh HOST_ID --confirm --evidence CHECKSUM",
+		Short: "Give every room of the host a new session and provider thread (the old ones are archived, not deleted)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := cf.call(cmd, http.MethodPost, "/v1/hosts/"+url.PathEscape(args[0])+"/continuity/start-fresh",
+				api.StartFreshRequest{ConfirmStartFresh: confirm, EvidenceChecksum: evidence})
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(r domain.ContinuityReset) error {
+				for _, m := range r.Mapping {
+					fmt.Fprintf(cmd.OutOrStdout(), "room %s: session %s -> %s\n", m.RoomID, m.SourceSession, m.ReplacementSession)
+				}
+				return nil
+			})
+		},
+	}
+	startFresh.Flags().BoolVar(&confirm, "confirm", false, "confirm that the host's provider threads are abandoned for new ones")
+	startFresh.Flags().StringVar(&evidence, "evidence", "", "the evidence checksum `jam host continuity` printed")
+	var permanent bool
+	deletePayload := &cobra.Command{
+		Use:   "delete-checkpoint HOST_ID CHECKPOINT_ID --confirm-permanent",
+		Short: "Delete a checkpoint's payload if retention allows (the record stays)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := cf.call(cmd, http.MethodPost, "/v1/hosts/"+url.PathEscape(args[0])+"/checkpoints/"+url.PathEscape(args[1])+"/delete-payload",
+				api.DeletePayloadRequest{ConfirmPermanent: permanent})
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(d domain.CheckpointDeletion) error {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "checkpoint %s: %s\n", d.CheckpointID, d.Stage)
+				return err
+			})
+		},
+	}
+	deletePayload.Flags().BoolVar(&permanent, "confirm-permanent", false, "confirm that the payload cannot be restored afterwards")
+	return []*cobra.Command{checkpoints, checkpoint, continuity, startFresh, deletePayload}
 }
 
 func printControl(cmd *cobra.Command, res workflows.ControlResult) error {
