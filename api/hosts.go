@@ -10,7 +10,6 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/activities"
@@ -379,22 +378,13 @@ func (s *Server) startFresh(c *gin.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), resetTimeout)
 	defer cancel()
-	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.ContinuityResetID(h.ID), TaskQueue: workflows.TaskQueue,
-		// A completed reset is final; one refused (evidence changed) may be asked again.
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.ContinuityReset, workflows.ContinuityResetInput{Host: h.ID, Node: h.Node, EvidenceChecksum: req.EvidenceChecksum})
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &started) {
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "this host was already started fresh", Cause: err}
-	}
-	if err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
-	}
 	var out domain.ContinuityReset
-	err = run.Get(ctx, &out)
+	err = s.runOperation(ctx, workflows.ContinuityResetID(h.ID), workflows.ContinuityReset,
+		workflows.ContinuityResetInput{Host: h.ID, Node: h.Node, EvidenceChecksum: req.EvidenceChecksum}, &out)
+	var unavailable *Error
 	switch {
+	case errors.As(err, &unavailable):
+		return err
 	case workflows.HasAppErrType(err, workflows.ErrTypeEvidenceChanged):
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the continuity evidence changed; inspect again and confirm what you see", Cause: err}
 	case workflows.HasAppErrType(err, workflows.ErrTypeNotResettable):
@@ -406,6 +396,21 @@ func (s *Server) startFresh(c *gin.Context) error {
 	}
 	c.JSON(http.StatusOK, out)
 	return nil
+}
+
+// runOperation starts a one-shot operation workflow under its id, or joins the run already
+// going, and waits for its result. A completed run is final: asking again returns its result;
+// a failed one may be started again. A workflow service that cannot be reached is an *Error.
+func (s *Server) runOperation(ctx context.Context, id string, wf, in, out any) error {
+	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: id, TaskQueue: workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, wf, in)
+	if err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
+	}
+	return run.Get(ctx, out)
 }
 
 // DeletePayloadRequest is the body of POST /v1/hosts/{id}/checkpoints/{checkpoint}/delete-payload.
@@ -441,17 +446,13 @@ func (s *Server) deleteCheckpointPayload(c *gin.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), hostControlTimeout)
 	defer cancel()
-	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.CheckpointDeletionID(cid), TaskQueue: workflows.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.CheckpointDeletion, workflows.CheckpointDeletionInput{Checkpoint: cid, Host: h.ID, Node: h.Node})
-	if err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
-	}
 	var out domain.CheckpointDeletion
-	err = run.Get(ctx, &out)
+	err = s.runOperation(ctx, workflows.CheckpointDeletionID(cid), workflows.CheckpointDeletion,
+		workflows.CheckpointDeletionInput{Checkpoint: cid, Host: h.ID, Node: h.Node}, &out)
+	var unavailable *Error
 	switch {
+	case errors.As(err, &unavailable):
+		return err
 	case workflows.HasAppErrType(err, activities.ErrTypeRetained):
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: workflows.RejectionText(err), Cause: err}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:

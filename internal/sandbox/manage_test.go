@@ -40,6 +40,21 @@ func newFixture(t *testing.T, fail string) fixture {
 		plan: plan, state: state, log: log}
 }
 
+// crashAfterCreate leaves what a worker killed after `sbx create`, before the published
+// marker, leaves: the pending intent and a sandbox whose guest holds no nonce.
+func (f fixture) crashAfterCreate(t *testing.T) (nonce string, since time.Time) {
+	t.Helper()
+	nonce, _ = sandbox.NewNonce()
+	since = time.Now().UTC()
+	if err := f.m.Markers.Write(sandbox.Marker{Plan: f.plan, Nonce: nonce, MCPDigest: sandbox.MCPDigest(f.plan), Pending: true, PendingSince: &since}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.m.Driver.Create(context.Background(), sandbox.CreateSpec{Name: f.plan.Name, Agent: f.plan.Agent, Workspace: f.plan.Workspace}); err != nil {
+		t.Fatal(err)
+	}
+	return nonce, since
+}
+
 func (f fixture) calls(t *testing.T, verb string) int {
 	t.Helper()
 	b, _ := os.ReadFile(f.log)
@@ -151,14 +166,7 @@ func TestAForeignSandboxIsNeverAdoptedTouchedOrListed(t *testing.T) {
 func TestACrashBetweenCreateAndMarkerConvergesOnOneSandbox(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, "")
-	nonce, _ := sandbox.NewNonce()
-	since := time.Now().UTC()
-	if err := f.m.Markers.Write(sandbox.Marker{Plan: f.plan, Nonce: nonce, MCPDigest: sandbox.MCPDigest(f.plan), Pending: true, PendingSince: &since}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.m.Driver.Create(ctx, sandbox.CreateSpec{Name: f.plan.Name, Agent: f.plan.Agent, Workspace: f.plan.Workspace}); err != nil {
-		t.Fatal(err)
-	}
+	nonce, since := f.crashAfterCreate(t)
 	res, err := f.m.Ensure(ctx, f.plan, false)
 	if err != nil || !res.Created {
 		t.Fatalf("converge %+v %v", res, err)
@@ -218,14 +226,7 @@ func TestAMarkerThatCannotBePublishedRemovesTheNewSandbox(t *testing.T) {
 	f := newFixture(t, "")
 	// The sandbox was created under a pending intent; then the finished marker cannot be
 	// published (a full disk, say).
-	nonce, _ := sandbox.NewNonce()
-	since := time.Now().UTC()
-	if err := f.m.Markers.Write(sandbox.Marker{Plan: f.plan, Nonce: nonce, MCPDigest: sandbox.MCPDigest(f.plan), Pending: true, PendingSince: &since}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.m.Driver.Create(ctx, sandbox.CreateSpec{Name: f.plan.Name, Agent: f.plan.Agent, Workspace: f.plan.Workspace}); err != nil {
-		t.Fatal(err)
-	}
+	f.crashAfterCreate(t)
 	f.m.Markers = failingWrites{f.m.Markers}
 	if _, err := f.m.Ensure(ctx, f.plan, false); err == nil {
 		t.Fatal("ensure succeeded without a published marker")
