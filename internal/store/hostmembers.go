@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -113,6 +114,39 @@ func (q *Q) SetHostState(ctx context.Context, host uuid.UUID, state domain.Runti
 	return nil
 }
 
+// MarkHostRemoved records a whole-host cleanup's end: a parked or archived host becomes
+// removed (a removed host stays removed).
+func (q *Q) MarkHostRemoved(ctx context.Context, host uuid.UUID, at time.Time) error {
+	return q.moveHost(ctx, host, domain.HostRemoved, at, domain.HostParked, domain.HostArchived, domain.HostRemoved)
+}
+
+// ReviveHost returns an archived or removed host to parked: a restore put a workspace back
+// on it. A live host is left as it is.
+func (q *Q) ReviveHost(ctx context.Context, host uuid.UUID, at time.Time) error {
+	h, err := q.GetRuntimeHost(ctx, host)
+	if err != nil {
+		return err
+	}
+	if h.State != domain.HostArchived && h.State != domain.HostRemoved {
+		return nil
+	}
+	return q.moveHost(ctx, host, domain.HostParked, at, domain.HostArchived, domain.HostRemoved)
+}
+
+func (q *Q) moveHost(ctx context.Context, host uuid.UUID, to domain.RuntimeHostState, at time.Time, from ...domain.RuntimeHostState) error {
+	var h hostRow
+	if err := q.get(ctx, &h, `SELECT * FROM runtime_hosts WHERE id = ?`, host); err != nil {
+		return fmt.Errorf("runtime host %s: %w", host, err)
+	}
+	if !slices.Contains(from, domain.RuntimeHostState(h.State)) {
+		return fmt.Errorf("runtime host %s is %s, not %v: %w", host, h.State, from, ErrConflict)
+	}
+	if _, err := q.exec(ctx, `UPDATE runtime_hosts SET state = ?, updated_at = ? WHERE id = ?`, to, domain.Timestamp(at), host); err != nil {
+		return fmt.Errorf("state of runtime host %s: %w", host, err)
+	}
+	return nil
+}
+
 // HostOfSession is the runtime host a session is a member of; ErrNotFound for a host-native
 // session (no membership).
 func (q *Q) HostOfSession(ctx context.Context, session uuid.UUID) (domain.RuntimeHost, error) {
@@ -127,7 +161,8 @@ WHERE m.runtime_session_id = ?`, session); err != nil {
 
 // RecordManagedWorkspace records the state of a session's managed workspace after
 // provisioning. Its id is the runtime session's (one workspace per session); the host,
-// source and path are fixed at first record.
+// source and path are fixed at first record. An archived workspace keeps its state (only an
+// explicit SetWorkspaceState, as a restore makes, brings it back).
 func (q *Q) RecordManagedWorkspace(ctx context.Context, host, session uuid.UUID, source domain.WorkspaceSource,
 	hostPath string, state domain.WorkspaceState, at time.Time) error {
 	var path *string
@@ -138,7 +173,8 @@ func (q *Q) RecordManagedWorkspace(ctx context.Context, host, session uuid.UUID,
 	if _, err := q.exec(ctx, `
 INSERT INTO managed_workspaces (id, runtime_host_id, runtime_session_id, source, host_path, state, created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at`,
+ON CONFLICT (id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at
+WHERE managed_workspaces.state <> 'archived'`,
 		session, host, session, source, path, state, at, at); err != nil {
 		return fmt.Errorf("managed workspace of %s: %w", session, err)
 	}
