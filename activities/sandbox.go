@@ -30,6 +30,8 @@ const (
 	// ErrTypeWorkspaceCorrupt: the host root's manifest is corrupt; it is preserved and the
 	// workspace needs reconciliation.
 	ErrTypeWorkspaceCorrupt = "workspace_needs_reconciliation"
+	// ErrTypeNoSandbox: the runtime host runs without a sandbox.
+	ErrTypeNoSandbox = "no_sandbox"
 )
 
 // Sandbox holds the activities that drive this node's `sbx`. It is registered only on the
@@ -208,6 +210,12 @@ func requireCredential(ctx context.Context, d *sandbox.Driver, c domain.Template
 // manifest is preserved and the workspace marked needs_reconciliation.
 func ProvisionWorkspace(ctx context.Context, st *store.Store, l domain.Layout, h domain.RuntimeHost, hs domain.HostSession) error {
 	row, _ := domain.LookupTransport(hs.Config.Transport)
+	if ws, err := st.GetManagedWorkspace(ctx, hs.RuntimeSessionID); err == nil && ws.State == domain.WorkspaceArchived {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"workspace %s is archived: restore one of its exports before the session runs again", ws.ID), ErrTypeWorkspaceArchived, nil)
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
 	paths, err := workspace.ManagedPaths(l, h.ID)
 	if err != nil {
 		return err
@@ -272,7 +280,7 @@ func (s *Sandbox) hostManager(ctx context.Context, in HostSandboxInput) (sandbox
 			return owner, "", nil, err
 		}
 		if !h.Sandboxed || h.SandboxName == "" {
-			return owner, "", nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("runtime host %s has no sandbox", in.Host), ErrTypeValidation, nil)
+			return owner, "", nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("runtime host %s has no sandbox", in.Host), ErrTypeNoSandbox, nil)
 		}
 		owner, name = OwnerOf(h), h.SandboxName
 	}

@@ -44,11 +44,13 @@ type HostBody struct {
 	Compatibility string                  `json:"compatibility"`
 	Members       []HostMemberBody        `json:"members"`
 	// Lease is the RuntimeHost workflow's state; nil when it is not running or did not answer.
-	Lease       *workflows.RuntimeHostStatus `json:"lease,omitempty"`
-	WorkflowID  string                       `json:"workflow_id"`
-	WorkflowURL string                       `json:"workflow_url,omitempty"`
-	CreatedAt   time.Time                    `json:"created_at"`
-	UpdatedAt   time.Time                    `json:"updated_at"`
+	Lease *workflows.RuntimeHostStatus `json:"lease,omitempty"`
+	// Capacity is the host's bytes (GET /v1/hosts/{id} only).
+	Capacity    *HostCapacityBody `json:"capacity,omitempty"`
+	WorkflowID  string            `json:"workflow_id"`
+	WorkflowURL string            `json:"workflow_url,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
 }
 
 // HostMemberBody is one durable membership of a host.
@@ -58,6 +60,16 @@ type HostMemberBody struct {
 	Alias            string                 `json:"alias"`
 	State            domain.MembershipState `json:"state"`
 	Removed          bool                   `json:"removed"`
+}
+
+// HostCapacityBody is what a host's files take: the root and each session workspace as its
+// node measured them (absent when the node did not answer), each kept checkpoint
+// generation's payload and each export (kept outside the root: cleanup never removes them).
+type HostCapacityBody struct {
+	RootBytes       *int64              `json:"root_bytes,omitempty"`
+	WorkspaceBytes  map[uuid.UUID]int64 `json:"workspace_bytes,omitempty"`
+	CheckpointBytes map[uuid.UUID]int64 `json:"checkpoint_bytes"`
+	ExportBytes     map[uuid.UUID]int64 `json:"export_bytes"`
 }
 
 // HostList is the body of GET /v1/hosts.
@@ -138,6 +150,11 @@ func (s *Server) getHost(c *gin.Context) error {
 			b.Lease = &st
 		}
 	}
+	capa, err := s.hostCapacity(c.Request.Context(), h)
+	if err != nil {
+		return err
+	}
+	b.Capacity = &capa
 	c.JSON(http.StatusOK, b)
 	return nil
 }
@@ -462,4 +479,30 @@ func (s *Server) deleteCheckpointPayload(c *gin.Context) error {
 	}
 	c.JSON(http.StatusOK, out)
 	return nil
+}
+
+func (s *Server) hostCapacity(ctx context.Context, h domain.RuntimeHost) (HostCapacityBody, error) {
+	out := HostCapacityBody{CheckpointBytes: map[uuid.UUID]int64{}, ExportBytes: map[uuid.UUID]int64{}}
+	cks, err := s.cfg.Store.ListCheckpoints(ctx, h.ID)
+	if err != nil {
+		return out, err
+	}
+	for _, k := range cks {
+		if k.PayloadDeletedAt == nil {
+			out.CheckpointBytes[k.ID] = k.PayloadBytes
+		}
+	}
+	exports, err := s.cfg.Store.ListHostExports(ctx, h.ID)
+	if err != nil {
+		return out, err
+	}
+	for _, e := range exports {
+		if e.DeletedAt == nil {
+			out.ExportBytes[e.ID] = e.Bytes
+		}
+	}
+	if m, ok := s.measureHost(ctx, h); ok {
+		out.RootBytes, out.WorkspaceBytes = &m.RootBytes, m.WorkspaceBytes
+	}
+	return out, nil
 }

@@ -12,11 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/faults"
 	"github.com/jam-dev/jam/internal/permission"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/roomctl"
@@ -120,6 +122,8 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	w.node.RegisterActivity(&activities.Checkpoints{Store: cfg.Store, Layout: layout})
 	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Table: w.runtimes, Permissions: w.permissions,
 		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes")})
+	w.node.RegisterActivity(&activities.Workspaces{Store: cfg.Store, Layout: layout, Sandbox: sbx,
+		Live: func(s uuid.UUID) bool { _, _, ok := w.runtimes.Get(s); return ok }, Pause: faults.FromEnv(os.Getenv)})
 	if cfg.Register != nil {
 		cfg.Register(w.shared, w.node)
 	}
@@ -156,6 +160,12 @@ func registerShared(w worker.Registry, st *store.Store, c client.Client) {
 	w.RegisterWorkflow(workflows.ContinuityInspection)
 	w.RegisterWorkflow(workflows.ContinuityReset)
 	w.RegisterWorkflow(workflows.CheckpointDeletion)
+	w.RegisterWorkflow(workflows.WorkspaceOp)
+	w.RegisterWorkflow(workflows.HostCleanup)
+	w.RegisterWorkflow(workflows.HostMeasure)
+	w.RegisterWorkflow(workflows.CleanupInspection)
+	w.RegisterWorkflow(workflows.RemovalInspection)
+	w.RegisterActivity(&activities.WorkspaceRecords{Store: st})
 	w.RegisterActivity(&activities.Sessions{Store: st})
 	hosts := &roomctl.Hosts{Client: c}
 	w.RegisterActivity(&activities.Hosts{Store: st, Leases: hosts, Members: hosts})

@@ -25,6 +25,9 @@ const (
 	TypeSandboxProbe         = "SandboxProbe"
 	TypeSandboxInventory     = "SandboxInventory"
 	TypeContinuityInspection = "ContinuityInspection"
+	TypeCleanupInspection    = "CleanupInspection"
+	TypeHostMeasure          = "HostMeasure"
+	TypeRemovalInspection    = "RemovalInspection"
 )
 
 func uuidID(typ string, id uuid.UUID) string { return typ + ":" + id.String() }
@@ -124,6 +127,29 @@ func ContinuityInspectionID(host uuid.UUID) string { return uuidID(TypeContinuit
 // ParseContinuityInspectionID inverts ContinuityInspectionID.
 func ParseContinuityInspectionID(id string) (uuid.UUID, error) {
 	return parseUUIDID(TypeContinuityInspection, id)
+}
+
+// CleanupInspectionID is the cleanup preflight of one runtime host; concurrent requests
+// share one run.
+func CleanupInspectionID(host uuid.UUID) string { return uuidID(TypeCleanupInspection, host) }
+
+// ParseCleanupInspectionID inverts CleanupInspectionID.
+func ParseCleanupInspectionID(id string) (uuid.UUID, error) {
+	return parseUUIDID(TypeCleanupInspection, id)
+}
+
+// HostMeasureID measures one runtime host's bytes on its node.
+func HostMeasureID(host uuid.UUID) string { return uuidID(TypeHostMeasure, host) }
+
+// ParseHostMeasureID inverts HostMeasureID.
+func ParseHostMeasureID(id string) (uuid.UUID, error) { return parseUUIDID(TypeHostMeasure, id) }
+
+// RemovalInspectionID is the removal inspection of one workspace.
+func RemovalInspectionID(workspace uuid.UUID) string { return uuidID(TypeRemovalInspection, workspace) }
+
+// ParseRemovalInspectionID inverts RemovalInspectionID.
+func ParseRemovalInspectionID(id string) (uuid.UUID, error) {
+	return parseUUIDID(TypeRemovalInspection, id)
 }
 
 // NodeProbeID is the probe of one node; concurrent probes of a node share one run.

@@ -22,6 +22,9 @@ func TestWorkflowIDsRoundTrip(t *testing.T) {
 		{"continuity reset", ContinuityResetID, ParseContinuityResetID, TypeContinuityReset},
 		{"checkpoint deletion", CheckpointDeletionID, ParseCheckpointDeletionID, TypeCheckpointDeletion},
 		{"continuity inspection", ContinuityInspectionID, ParseContinuityInspectionID, TypeContinuityInspection},
+		{"cleanup inspection", CleanupInspectionID, ParseCleanupInspectionID, TypeCleanupInspection},
+		{"host measure", HostMeasureID, ParseHostMeasureID, TypeHostMeasure},
+		{"removal inspection", RemovalInspectionID, ParseRemovalInspectionID, TypeRemovalInspection},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -65,6 +65,7 @@ members that were live. This is the only way to stop or reset a Shared host.`,
 	control.Flags().BoolVar(&discard, "discard-changes", false, "confirm a reset may destroy a private clone's changes that live only in the sandbox")
 	cmd.AddCommand(list, show, control)
 	cmd.AddCommand(continuityCommands(cf)...)
+	cmd.AddCommand(hostCleanupCmd(cf))
 	return cmd
 }
 

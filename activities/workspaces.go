@@ -1,0 +1,283 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jam-dev/jam/internal/checkpoint"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/internal/workspace"
+)
+
+// Workspaces are the byte side of workspace operations and host cleanup, on the node that
+// holds the host's files: removal inspection, export, restore, pruning, removal.
+type Workspaces struct {
+	Store  *store.Store
+	Layout domain.Layout
+	// Sandbox reads the node's sandbox inventory for the cleanup preflight.
+	Sandbox *Sandbox
+	// Live reports whether a runtime of the session runs in this worker (nil: none does).
+	Live func(session uuid.UUID) bool
+	// Pause is the fault-injection point of crash tests (nil in production: see faults.go).
+	Pause func(ctx context.Context, point string)
+}
+
+func (w *Workspaces) pause(ctx context.Context, point string) {
+	if w.Pause != nil {
+		w.Pause(ctx, point)
+	}
+}
+
+func (w *Workspaces) exports() workspace.Exports { return workspace.NewExports(w.Layout) }
+
+// WorkspaceRef names a workspace with its immutable owner.
+type WorkspaceRef struct {
+	Workspace uuid.UUID `json:"workspace"`
+	Host      uuid.UUID `json:"host"`
+	Session   uuid.UUID `json:"session"`
+	// Export is the export the step creates, verifies, restores or deletes.
+	Export uuid.UUID `json:"export,omitempty"`
+}
+
+func refOf(ws domain.ManagedWorkspace, export uuid.UUID) WorkspaceRef {
+	return WorkspaceRef{Workspace: ws.ID, Host: ws.RuntimeHostID, Session: ws.RuntimeSessionID, Export: export}
+}
+
+// RemovalReport is a fresh removal inspection of one session workspace.
+type RemovalReport struct {
+	Repositories workspace.RepoInventory `json:"repositories"`
+	Blockers     []string                `json:"blockers"`
+	Bytes        int64                   `json:"bytes"`
+}
+
+// InspectRemoval inventories the repositories of the session workspace (bounded, read-only)
+// and lists what removing it would lose: uncommitted or unpushed work, or a repository that
+// could not be inspected.
+func (w *Workspaces) InspectRemoval(ctx context.Context, in WorkspaceRef) (RemovalReport, error) {
+	paths, err := workspace.ManagedPaths(w.Layout, in.Host)
+	if err != nil {
+		return RemovalReport{}, err
+	}
+	dir := paths.Session(in.Session)
+	inv, err := workspace.InspectRepositories(ctx, dir)
+	if err != nil {
+		return RemovalReport{}, fmt.Errorf("inspect repositories of workspace %s: %w", in.Workspace, err)
+	}
+	bytes, err := workspace.DirBytes(dir)
+	if err != nil {
+		return RemovalReport{}, err
+	}
+	return RemovalReport{Repositories: inv, Blockers: inv.Blockers(), Bytes: bytes}, nil
+}
+
+// CreateExport copies the session workspace and the newest checkpoint generation that holds
+// the session (verified) into an immutable export under the id the operation recorded. An
+// exact retry verifies and returns the export already committed. The record returned is
+// derived from the export's manifest, so a retried publication is identical.
+func (w *Workspaces) CreateExport(ctx context.Context, in WorkspaceRef) (domain.WorkspaceExport, error) {
+	if in.Export == uuid.Nil {
+		return domain.WorkspaceExport{}, temporal.NewNonRetryableApplicationError("export id is required", ErrTypeValidation, nil)
+	}
+	paths, err := workspace.ManagedPaths(w.Layout, in.Host)
+	if err != nil {
+		return domain.WorkspaceExport{}, err
+	}
+	src := workspace.ExportSource{Workspace: paths.Session(in.Session)}
+	ex := w.exports()
+	if ok, err := ex.Exists(in.Export); err != nil {
+		return domain.WorkspaceExport{}, err
+	} else if !ok {
+		// Only a new export chooses its checkpoint; a committed one keeps what it holds.
+		ck, err := w.newestCheckpointOf(ctx, paths, in.Host, in.Session)
+		if err != nil {
+			return domain.WorkspaceExport{}, err
+		}
+		if ck != uuid.Nil {
+			src.CheckpointID, src.Checkpoint = ck, checkpoint.Store{Root: paths.Checkpoints()}.Dir(ck)
+		}
+	} else {
+		m, err := ex.Stat(in.Export)
+		if err != nil {
+			return domain.WorkspaceExport{}, exportError(err)
+		}
+		if m.CheckpointID != nil {
+			src.CheckpointID = *m.CheckpointID
+		}
+	}
+	stop := heartbeat(ctx)
+	m, err := ex.Create(in.Export, workspace.ExportOwner{Workspace: in.Workspace, Host: in.Host, Session: in.Session}, src)
+	stop()
+	if err != nil {
+		return domain.WorkspaceExport{}, exportError(err)
+	}
+	w.pause(ctx, "export.committed")
+	return exportRecord(m), nil
+}
+
+func exportRecord(m workspace.ExportManifest) domain.WorkspaceExport {
+	return domain.WorkspaceExport{ID: m.ID, WorkspaceID: m.Owner.Workspace, RuntimeHostID: m.Owner.Host,
+		RuntimeSessionID: m.Owner.Session, CheckpointID: m.CheckpointID, ManifestChecksum: m.Checksum,
+		Bytes: m.Bytes, CreatedAt: m.CreatedAt}
+}
+
+func exportError(err error) error {
+	switch {
+	case errors.Is(err, workspace.ErrExportConflict), errors.Is(err, workspace.ErrExportTooLarge),
+		errors.Is(err, workspace.ErrExportCorrupt), errors.Is(err, workspace.ErrExportMissing),
+		errors.Is(err, workspace.ErrDestinationExists):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeWorkspaceRefused, err)
+	}
+	return err
+}
+
+// newestCheckpointOf is the newest kept generation of the host that captured the session and
+// verifies on this disk; Nil when there is none.
+func (w *Workspaces) newestCheckpointOf(ctx context.Context, paths workspace.Paths, host, session uuid.UUID) (uuid.UUID, error) {
+	all, err := w.Store.ListCheckpoints(ctx, host)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	gens := checkpoint.Store{Root: paths.Checkpoints()}
+	for _, k := range all {
+		if k.PayloadDeletedAt != nil || !captured(k, session) {
+			continue
+		}
+		insp, err := gens.Inspect(k.ID)
+		if err != nil {
+			return uuid.Nil, err
+		}
+		if insp.Status == checkpoint.StatusComplete && insp.Manifest.Checksum == k.ManifestChecksum {
+			return k.ID, nil
+		}
+	}
+	return uuid.Nil, nil
+}
+
+func captured(k domain.ProviderCheckpoint, session uuid.UUID) bool {
+	for _, s := range k.Sessions {
+		if s.RuntimeSession == session {
+			return true
+		}
+	}
+	return false
+}
+
+// PruneExportsInput keeps one export of a workspace and deletes the others.
+type PruneExportsInput struct {
+	Workspace uuid.UUID `json:"workspace"`
+	Keep      uuid.UUID `json:"keep"`
+}
+
+// PruneExports deletes every other export of the workspace (archive retention keep_latest):
+// bytes first, then the record's deleted_at. Each step is idempotent.
+func (w *Workspaces) PruneExports(ctx context.Context, in PruneExportsInput) (int, error) {
+	all, err := w.Store.ListWorkspaceExports(ctx, in.Workspace)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range all {
+		if e.ID == in.Keep || e.DeletedAt != nil {
+			continue
+		}
+		if err := w.exports().Remove(e.ID); err != nil {
+			return n, err
+		}
+		if err := w.Store.MarkExportDeleted(ctx, e.ID, time.Now()); err != nil {
+			return n, err
+		}
+		n++
+	}
+	w.pause(ctx, "archive.pruned")
+	return n, nil
+}
+
+// RemoveSessionBytes removes the live session workspace, only after the export that
+// preserves it verifies byte for byte. Shared siblings are never touched; an absent
+// workspace is already removed.
+func (w *Workspaces) RemoveSessionBytes(ctx context.Context, in WorkspaceRef) error {
+	stop := heartbeat(ctx)
+	m, err := w.exports().Verify(in.Export)
+	stop()
+	if err != nil {
+		return exportError(err)
+	}
+	if m.Owner.Workspace != in.Workspace || m.Owner.Host != in.Host || m.Owner.Session != in.Session {
+		return refuse("export %s does not preserve workspace %s", in.Export, in.Workspace)
+	}
+	paths, err := workspace.ManagedPaths(w.Layout, in.Host)
+	if err != nil {
+		return err
+	}
+	if err := workspace.RemoveSessionWorkspace(paths, in.Session); err != nil {
+		return err
+	}
+	w.pause(ctx, "archive.bytes_removed")
+	return nil
+}
+
+// RestoreExport proves the export is this workspace's, then restores its checkpoint
+// generation (when the host lost it) and its workspace through a private staging directory.
+// The destination must not exist.
+func (w *Workspaces) RestoreExport(ctx context.Context, in WorkspaceRef) error {
+	rec, err := w.Store.GetWorkspaceExport(ctx, in.Export)
+	if errors.Is(err, store.ErrNotFound) {
+		return refuse("export %s has no record", in.Export)
+	}
+	if err != nil {
+		return err
+	}
+	if rec.WorkspaceID != in.Workspace || rec.RuntimeHostID != in.Host || rec.RuntimeSessionID != in.Session {
+		return refuse("export %s belongs to another workspace, host or session", in.Export)
+	}
+	ex := w.exports()
+	stop := heartbeat(ctx)
+	defer stop()
+	m, err := ex.Verify(in.Export)
+	if err != nil {
+		return exportError(err)
+	}
+	if m.Checksum != rec.ManifestChecksum || m.Owner.Workspace != in.Workspace || m.Owner.Host != in.Host || m.Owner.Session != in.Session {
+		return refuse("export %s on disk is not the one recorded", in.Export)
+	}
+	paths, err := workspace.ManagedPaths(w.Layout, in.Host)
+	if err != nil {
+		return err
+	}
+	dest := paths.Session(in.Session)
+	if _, err := statDir(dest); err == nil {
+		return refuse("the destination of workspace %s exists; restore never writes over it", in.Workspace)
+	}
+	if m.CheckpointID != nil {
+		gen := checkpoint.Store{Root: paths.Checkpoints()}.Dir(*m.CheckpointID)
+		restored, err := ex.RestoreCheckpoint(in.Export, gen)
+		if err != nil {
+			return exportError(err)
+		}
+		if restored {
+			if err := w.Store.RestoreCheckpointPayload(ctx, *m.CheckpointID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	if err := ex.RestoreWorkspace(in.Export, dest); err != nil {
+		return exportError(err)
+	}
+	return nil
+}
+
+// DeleteExportBytes removes one export's bytes (an absent export is already removed); the
+// record's deleted_at follows.
+func (w *Workspaces) DeleteExportBytes(ctx context.Context, in WorkspaceRef) error {
+	if err := w.exports().Remove(in.Export); err != nil {
+		return err
+	}
+	w.pause(ctx, "export_delete.bytes_removed")
+	return w.Store.MarkExportDeleted(ctx, in.Export, time.Now())
+}

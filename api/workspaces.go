@@ -1,0 +1,363 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/workflows"
+)
+
+// workspaceOpWait is how long a workspace operation request waits for the result before it
+// answers 202 and the operation goes on (GET /v1/workspaces/{id} shows it running).
+const workspaceOpWait = 45 * time.Second
+
+// WorkspaceBody is a managed workspace with its exports, recent operations and bytes.
+type WorkspaceBody struct {
+	domain.ManagedWorkspace
+	Exports    []domain.WorkspaceExport    `json:"exports"`
+	Operations []domain.WorkspaceOperation `json:"operations"`
+	// Bytes is what the live workspace holds on its node; nil when the node did not answer.
+	Bytes       *int64 `json:"bytes,omitempty"`
+	ExportBytes int64  `json:"export_bytes"`
+	WorkflowID  string `json:"workflow_id"`
+}
+
+// WorkspaceList is the body of GET /v1/workspaces.
+type WorkspaceList struct {
+	Items []domain.ManagedWorkspace `json:"items"`
+}
+
+// WorkspaceOpRequest is the body of the workspace operation routes; each route reads only
+// its own fields.
+type WorkspaceOpRequest struct {
+	Retention    domain.ArchiveRetention `json:"retention,omitempty"`
+	ForceDiscard bool                    `json:"force_discard,omitempty"`
+	ExportID     *uuid.UUID              `json:"export_id,omitempty"`
+	// ConfirmPermanent is export deletion's own confirmation.
+	ConfirmPermanent bool `json:"confirm_permanent,omitempty"`
+}
+
+// WorkspaceOpBody answers a workspace operation: the finished result (200), or the workflow
+// still running it (202).
+type WorkspaceOpBody struct {
+	workflows.WorkspaceOpResult
+	Running    bool   `json:"running,omitempty"`
+	WorkflowID string `json:"workflow_id"`
+}
+
+// OperationBody is one workspace operation with its journal.
+type OperationBody struct {
+	domain.WorkspaceOperation
+	Events []store.OperationEvent `json:"events"`
+}
+
+func (s *Server) listWorkspaces(c *gin.Context) error {
+	host := uuid.Nil
+	if raw := c.Query("host"); raw != "" {
+		id, err := domain.ParseID("host", raw)
+		if err != nil {
+			return validationError(domain.Validations{{Field: "host", Detail: err.Error()}})
+		}
+		host = id
+	}
+	items, err := s.cfg.Store.ListManagedWorkspaces(c.Request.Context(), host)
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		items = []domain.ManagedWorkspace{}
+	}
+	c.JSON(http.StatusOK, WorkspaceList{Items: items})
+	return nil
+}
+
+func (s *Server) getWorkspace(c *gin.Context) error {
+	ws, err := lookup(c, "workspace", s.cfg.Store.GetManagedWorkspace)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	b := WorkspaceBody{ManagedWorkspace: ws, WorkflowID: workflows.WorkspaceOpID(ws.ID)}
+	if b.Exports, err = s.cfg.Store.ListWorkspaceExports(ctx, ws.ID); err != nil {
+		return err
+	}
+	if b.Operations, err = s.cfg.Store.ListWorkspaceOperations(ctx, ws.ID, 20); err != nil {
+		return err
+	}
+	for _, e := range b.Exports {
+		if e.DeletedAt == nil {
+			b.ExportBytes += e.Bytes
+		}
+	}
+	if b.Exports == nil {
+		b.Exports = []domain.WorkspaceExport{}
+	}
+	if b.Operations == nil {
+		b.Operations = []domain.WorkspaceOperation{}
+	}
+	if h, err := s.cfg.Store.GetRuntimeHost(ctx, ws.RuntimeHostID); err == nil {
+		if capa, ok := s.measureHost(ctx, h); ok {
+			if n, ok := capa.WorkspaceBytes[ws.ID]; ok {
+				b.Bytes = &n
+			}
+		}
+	}
+	c.JSON(http.StatusOK, b)
+	return nil
+}
+
+// measureHost asks the host's node for its bytes, briefly; ok=false when it did not answer.
+func (s *Server) measureHost(ctx context.Context, h domain.RuntimeHost) (activities.HostCapacity, bool) {
+	var out activities.HostCapacity
+	if s.cfg.Temporal == nil || h.State == domain.HostRemoved {
+		return out, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
+	defer cancel()
+	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.HostMeasureID(h.ID), TaskQueue: workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowExecutionTimeout: 2 * workflows.HostMeasureTimeout,
+	}, workflows.HostMeasure, workflows.HostProbeInput{Node: h.Node, Host: h.ID})
+	if err != nil {
+		return out, false
+	}
+	return out, run.Get(ctx, &out) == nil
+}
+
+func (s *Server) getWorkspaceOperation(c *gin.Context) error {
+	ws, err := lookup(c, "workspace", s.cfg.Store.GetManagedWorkspace)
+	if err != nil {
+		return err
+	}
+	id, err := uuidParam(c, "op")
+	if err != nil {
+		return err
+	}
+	op, err := s.cfg.Store.GetWorkspaceOperation(c.Request.Context(), id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && op.WorkspaceID != ws.ID) {
+		return notFound("operation", store.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	events, err := s.cfg.Store.WorkspaceOperationEvents(c.Request.Context(), id)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, OperationBody{WorkspaceOperation: op, Events: events})
+	return nil
+}
+
+// inspectRemoval asks the workspace's node what removing it would lose (uncommitted or
+// unpushed work). It reads only; archive runs it again, fresh, before removing anything.
+func (s *Server) inspectRemoval(c *gin.Context) error {
+	ws, err := lookup(c, "workspace", s.cfg.Store.GetManagedWorkspace)
+	if err != nil {
+		return err
+	}
+	h, err := s.cfg.Store.GetRuntimeHost(c.Request.Context(), ws.RuntimeHostID)
+	if err != nil {
+		return err
+	}
+	var out activities.RemovalReport
+	_, err = s.askNodeWith(c, h.Node, workflows.RemovalInspectionID(ws.ID), workflows.RemovalInspectionTimeout,
+		workflows.RemovalInspection, workflows.RemovalInspectionInput{Node: h.Node,
+			Ref: activities.WorkspaceRef{Workspace: ws.ID, Host: ws.RuntimeHostID, Session: ws.RuntimeSessionID}}, &out)
+	if err != nil {
+		return err
+	}
+	if out.Blockers == nil {
+		out.Blockers = []string{}
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+// workspaceOp is the handler of one workspace action.
+func (s *Server) workspaceOp(action domain.WorkspaceAction) func(c *gin.Context) error {
+	return func(c *gin.Context) error {
+		var req WorkspaceOpRequest
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+		in := workflows.WorkspaceOpInput{Action: action}
+		var v domain.Validations
+		switch action {
+		case domain.WorkspaceActionArchive:
+			if req.Retention != "" && !domain.ArchiveRetentions.Has(req.Retention) {
+				v.Add("retention", "want one of "+strings.Join(domain.ArchiveRetentions.Strings(), ", "))
+			}
+			in.Retention, in.ForceDiscard = req.Retention, req.ForceDiscard
+		case domain.WorkspaceActionRestore:
+			if req.ExportID != nil {
+				in.ExportID = *req.ExportID
+			}
+		case domain.WorkspaceActionDeleteExport:
+			id, err := uuidParam(c, "export")
+			if err != nil {
+				return err
+			}
+			if !req.ConfirmPermanent {
+				v.Add("confirm_permanent", "must be true: a deleted export cannot be restored")
+			}
+			in.ExportID, in.ConfirmPermanent = id, req.ConfirmPermanent
+		}
+		if len(v) > 0 {
+			return validationError(v)
+		}
+		ws, err := lookup(c, "workspace", s.cfg.Store.GetManagedWorkspace)
+		if err != nil {
+			return err
+		}
+		in.Workspace = ws.ID
+		return s.startWorkspaceOp(c, in)
+	}
+}
+
+// startWorkspaceOp starts WorkspaceOp:<workspace> (conflict policy FAIL: a second
+// operation on the workspace is a 409) and waits a while for its result.
+func (s *Server) startWorkspaceOp(c *gin.Context, in workflows.WorkspaceOpInput) error {
+	id := workflows.WorkspaceOpID(in.Workspace)
+	run, err := s.cfg.Temporal.ExecuteWorkflow(c.Request.Context(), client.StartWorkflowOptions{
+		ID: id, TaskQueue: workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+	}, workflows.WorkspaceOp, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &started):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict,
+			Message: "another operation is running on this workspace; wait for it (GET the workspace) and ask again", Cause: err}
+	case err != nil:
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), workspaceOpWait)
+	defer cancel()
+	var out workflows.WorkspaceOpResult
+	err = run.Get(ctx, &out)
+	body := WorkspaceOpBody{WorkspaceOpResult: out, WorkflowID: id}
+	var deadline *serviceerror.DeadlineExceeded
+	switch {
+	case err == nil:
+		c.JSON(http.StatusOK, body)
+		return nil
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline):
+		if c.Request.Context().Err() != nil {
+			return err
+		}
+		body.Running = true
+		c.JSON(http.StatusAccepted, body)
+		return nil
+	}
+	return workspaceOpError(err)
+}
+
+func workspaceOpError(err error) error {
+	msg := workflows.RejectionText(err)
+	switch {
+	case workflows.HasAppErrType(err, activities.ErrTypeOperationRunning):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: msg, Cause: err}
+	case workflows.HasAppErrType(err, activities.ErrTypeRemovalBlocked):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: msg + " (force_discard archives anyway; the export keeps the bytes)", Cause: err}
+	case workflows.HasAppErrType(err, activities.ErrTypeWorkspaceRefused):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: msg, Cause: err}
+	case workflows.HasAppErrType(err, activities.ErrTypeValidation):
+		return &Error{Status: http.StatusBadRequest, Code: CodeValidation, Message: msg, Cause: err}
+	}
+	return &Error{Status: http.StatusBadGateway, Code: CodeUpstream,
+		Message: "the operation failed and stays running; POST .../reconcile finishes it from its recorded intent", Cause: err}
+}
+
+// CleanupRequest is the body of POST /v1/hosts/{id}/cleanup.
+type CleanupRequest struct {
+	// ConfirmPermanent acknowledges that the host's sandbox and files go for good (its
+	// exports stay).
+	ConfirmPermanent bool `json:"confirm_permanent"`
+}
+
+// CleanupInspectionBody is the body of GET /v1/hosts/{id}/cleanup.
+type CleanupInspectionBody struct {
+	activities.CleanupReport
+	CanCleanup bool                         `json:"can_cleanup"`
+	Cleanup    *domain.HostCleanupOperation `json:"cleanup,omitempty"`
+	WorkflowID string                       `json:"workflow_id"`
+}
+
+// inspectHostCleanup is the read-only cleanup preflight, with the cleanup record when one
+// exists.
+func (s *Server) inspectHostCleanup(c *gin.Context) error {
+	h, err := lookup(c, "runtime host", s.cfg.Store.GetRuntimeHost)
+	if err != nil {
+		return err
+	}
+	body := CleanupInspectionBody{WorkflowID: workflows.HostCleanupID(h.ID)}
+	if op, err := s.cfg.Store.HostCleanupOfHost(c.Request.Context(), h.ID); err == nil {
+		body.Cleanup = &op
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if h.State == domain.HostRemoved {
+		body.CleanupReport = activities.CleanupReport{Host: h.ID, Blockers: []string{"the host is removed"}, Members: []activities.CleanupMember{}}
+		c.JSON(http.StatusOK, body)
+		return nil
+	}
+	var rep activities.CleanupReport
+	if _, err := s.askNodeWith(c, h.Node, workflows.CleanupInspectionID(h.ID), workflows.CleanupInspectionTimeout,
+		workflows.CleanupInspection, workflows.HostProbeInput{Node: h.Node, Host: h.ID}, &rep); err != nil {
+		return err
+	}
+	body.CleanupReport, body.CanCleanup = rep, len(rep.Blockers) == 0
+	c.JSON(http.StatusOK, body)
+	return nil
+}
+
+// cleanupHost runs the HostCleanup workflow: a fresh preflight inside the workflow, then the
+// sandbox, then the root; exports are kept.
+func (s *Server) cleanupHost(c *gin.Context) error {
+	var req CleanupRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if !req.ConfirmPermanent {
+		return validationError(domain.Validations{{Field: "confirm_permanent", Detail: "must be true: the host's sandbox and files are removed for good"}})
+	}
+	h, err := lookup(c, "runtime host", s.cfg.Store.GetRuntimeHost)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), hostControlTimeout)
+	defer cancel()
+	var out workflows.HostCleanupResult
+	err = s.runOperation(ctx, workflows.HostCleanupID(h.ID), workflows.HostCleanup,
+		workflows.HostCleanupInput{Host: h.ID, Node: h.Node, ConfirmPermanent: true}, &out)
+	var unavailable *Error
+	switch {
+	case errors.As(err, &unavailable):
+		return err
+	case workflows.HasAppErrType(err, activities.ErrTypeCleanupBlocked):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: workflows.RejectionText(err), Cause: err}
+	case workflows.HasAppErrType(err, activities.ErrTypeOperationRunning), workflows.HasAppErrType(err, activities.ErrTypeWorkspaceRefused),
+		workflows.HasAppErrType(err, activities.ErrTypeOwnershipMismatch):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: workflows.RejectionText(err), Cause: err}
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the cleanup did not finish in time; it goes on in the background", Cause: err}
+	case err != nil:
+		return &Error{Status: http.StatusBadGateway, Code: CodeUpstream, Message: "the cleanup failed; asked again it resumes from its recorded stage", Cause: err}
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,232 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// WorkspaceOpInput is one requested operation on a managed workspace.
+type WorkspaceOpInput struct {
+	Workspace    uuid.UUID               `json:"workspace"`
+	Action       domain.WorkspaceAction  `json:"action"`
+	ExportID     uuid.UUID               `json:"export_id,omitempty"`
+	Retention    domain.ArchiveRetention `json:"retention,omitempty"`
+	ForceDiscard bool                    `json:"force_discard,omitempty"`
+	// ConfirmPermanent is delete_export's own confirmation.
+	ConfirmPermanent bool `json:"confirm_permanent,omitempty"`
+}
+
+// WorkspaceOpResult is the finished operation, the export it made or restored, and, for a
+// blocked archive, what blocked it.
+type WorkspaceOpResult struct {
+	Operation domain.WorkspaceOperation `json:"operation"`
+	Export    *domain.WorkspaceExport   `json:"export,omitempty"`
+	Blockers  []string                  `json:"blockers,omitempty"`
+	// Resumed: an interrupted operation was finished rather than a new one started.
+	Resumed bool `json:"resumed,omitempty"`
+}
+
+// workspaceByteTimeout bounds one byte step (an export or restore of a large workspace, or
+// its verification); heartbeats tell a dead worker apart long before it.
+const workspaceByteTimeout = 2 * time.Hour
+
+// WorkspaceOp runs one operation on a workspace; its id (WorkspaceOp:<workspace>, conflict
+// policy FAIL) and the store's one-running-operation index keep it to one at a time. The
+// Running operation (with its immutable intent) is persisted before any side effect, so an
+// operation interrupted anywhere is finished from its intent — by this run when the worker
+// dies, or by retry_reconcile when the run itself failed. Every step is idempotent.
+func WorkspaceOp(ctx workflow.Context, in WorkspaceOpInput) (WorkspaceOpResult, error) {
+	if in.Action == domain.WorkspaceActionDeleteExport && !in.ConfirmPermanent {
+		return WorkspaceOpResult{}, temporal.NewNonRetryableApplicationError(
+			"confirm_permanent must be true: a deleted export cannot be restored", activities.ErrTypeValidation, nil)
+	}
+	var rec *activities.WorkspaceRecords
+	jam := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypeValidation}},
+	})
+	var begin activities.BeginWorkspaceOpResult
+	if err := workflow.ExecuteActivity(jam, rec.BeginWorkspaceOp, activities.BeginWorkspaceOpInput{Workspace: in.Workspace,
+		Action: in.Action, ExportID: in.ExportID, Retention: in.Retention, ForceDiscard: in.ForceDiscard}).Get(ctx, &begin); err != nil {
+		return WorkspaceOpResult{}, err
+	}
+	out := WorkspaceOpResult{Operation: begin.Op, Resumed: begin.Resumed}
+	if begin.Done {
+		return out, nil
+	}
+	r := workspaceRun{ctx: ctx, jam: jam, begin: begin, out: &out,
+		node: workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue: NodeTaskQueue(begin.Host.Node), StartToCloseTimeout: workspaceByteTimeout, HeartbeatTimeout: runtimeHeartbeat,
+			RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second,
+				NonRetryableErrorTypes: []string{activities.ErrTypeValidation, activities.ErrTypeWorkspaceRefused}},
+		}),
+		ref: activities.WorkspaceRef{Workspace: begin.Workspace.ID, Host: begin.Workspace.RuntimeHostID,
+			Session: begin.Workspace.RuntimeSessionID, Export: begin.Intent.ExportID},
+	}
+	var err error
+	switch begin.Intent.Action {
+	case domain.WorkspaceActionArchive:
+		err = r.archive()
+	case domain.WorkspaceActionExport:
+		err = r.export(domain.ResultExported)
+	case domain.WorkspaceActionRestore:
+		err = r.restore()
+	case domain.WorkspaceActionDeleteExport:
+		err = r.deleteExport()
+	default:
+		err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("operation %s has no runnable intent", begin.Op.ID), activities.ErrTypeValidation, nil)
+	}
+	if err != nil {
+		return out, r.failed(err)
+	}
+	return out, nil
+}
+
+type workspaceRun struct {
+	ctx       workflow.Context
+	jam, node workflow.Context
+	begin     activities.BeginWorkspaceOpResult
+	ref       activities.WorkspaceRef
+	out       *WorkspaceOpResult
+}
+
+// archive: stop the live session (BeforeStop checkpoint, held so no message wakes it), mark
+// its membership dormant, inspect removal afresh, export, prune per retention, remove the
+// live session directory (after the export verifies), mark the workspace archived. Shared
+// siblings are untouched.
+func (r *workspaceRun) archive() error {
+	var h *activities.Hosts
+	members := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute, HeartbeatTimeout: runtimeHeartbeat,
+		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second},
+	})
+	if err := workflow.ExecuteActivity(members, h.StopMember, activities.StopMemberInput{RuntimeSession: r.ref.Session,
+		Reason: domain.StopOperator}).Get(r.ctx, nil); err != nil {
+		return fmt.Errorf("stop session %s: %w", r.ref.Session, err)
+	}
+	var rec *activities.WorkspaceRecords
+	if err := workflow.ExecuteActivity(r.jam, rec.MarkDormant, activities.MarkDormantInput{RuntimeSession: r.ref.Session}).Get(r.ctx, nil); err != nil {
+		return err
+	}
+	var w *activities.Workspaces
+	if !r.begin.ExportRecorded {
+		// A resumed archive that already published its export passed this inspection; its
+		// live bytes may be partly removed since.
+		var rep activities.RemovalReport
+		if err := workflow.ExecuteActivity(r.node, w.InspectRemoval, r.ref).Get(r.ctx, &rep); err != nil {
+			return err
+		}
+		if len(rep.Blockers) > 0 && !r.begin.Intent.ForceDiscard {
+			r.out.Blockers = rep.Blockers
+			return temporal.NewNonRetryableApplicationError("removal is blocked: "+strings.Join(rep.Blockers, "; "),
+				activities.ErrTypeRemovalBlocked, nil)
+		}
+	}
+	if err := r.exportOnly(); err != nil {
+		return err
+	}
+	if r.begin.Intent.Retention == domain.RetainLatest {
+		if err := workflow.ExecuteActivity(r.node, w.PruneExports, activities.PruneExportsInput{Workspace: r.ref.Workspace,
+			Keep: r.ref.Export}).Get(r.ctx, nil); err != nil {
+			return err
+		}
+	}
+	if err := workflow.ExecuteActivity(r.node, w.RemoveSessionBytes, r.ref).Get(r.ctx, nil); err != nil {
+		return err
+	}
+	return r.finish(activities.FinishWorkspaceOpInput{State: domain.OpSucceeded, ResultClass: domain.ResultArchived,
+		WorkspaceState: domain.WorkspaceArchived})
+}
+
+// exportOnly creates (or verifies, on a retry) the export and publishes its record.
+func (r *workspaceRun) exportOnly() error {
+	var w *activities.Workspaces
+	var rec *activities.WorkspaceRecords
+	var e domain.WorkspaceExport
+	if err := workflow.ExecuteActivity(r.node, w.CreateExport, r.ref).Get(r.ctx, &e); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteActivity(r.jam, rec.RecordExport, e).Get(r.ctx, nil); err != nil {
+		return err
+	}
+	r.out.Export = &e
+	return nil
+}
+
+func (r *workspaceRun) export(result string) error {
+	if err := r.exportOnly(); err != nil {
+		return err
+	}
+	return r.finish(activities.FinishWorkspaceOpInput{State: domain.OpSucceeded, ResultClass: result})
+}
+
+// restore: the export's owner must be this workspace; its checkpoint comes back first, then
+// the workspace through a private staging directory; an archived or removed host returns to
+// parked. The session stays held until it is restarted.
+func (r *workspaceRun) restore() error {
+	var w *activities.Workspaces
+	if err := workflow.ExecuteActivity(r.node, w.RestoreExport, r.ref).Get(r.ctx, nil); err != nil {
+		return err
+	}
+	return r.finish(activities.FinishWorkspaceOpInput{State: domain.OpSucceeded, ResultClass: domain.ResultRestoredExport,
+		WorkspaceState: domain.WorkspaceReady, ReviveHost: true})
+}
+
+// deleteExport removes one export's bytes, then stamps its record; the export id is in the
+// operation's intent, so a replay deletes exactly that one.
+func (r *workspaceRun) deleteExport() error {
+	var w *activities.Workspaces
+	if err := workflow.ExecuteActivity(r.node, w.DeleteExportBytes, r.ref).Get(r.ctx, nil); err != nil {
+		return err
+	}
+	return r.finish(activities.FinishWorkspaceOpInput{State: domain.OpSucceeded, ResultClass: domain.ResultExportDeleted})
+}
+
+func (r *workspaceRun) finish(in activities.FinishWorkspaceOpInput) error {
+	var rec *activities.WorkspaceRecords
+	in.Op = r.begin.Op.ID
+	var op domain.WorkspaceOperation
+	if err := workflow.ExecuteActivity(r.jam, rec.FinishWorkspaceOp, in).Get(r.ctx, &op); err != nil {
+		return err
+	}
+	r.out.Operation = op
+	return nil
+}
+
+// failed records a refusal (nothing destructive happened: the request did not fit) as the
+// operation's outcome. Any other failure leaves the operation running, to be finished from
+// its intent by retry_reconcile: an archive half done must complete, never be abandoned.
+func (r *workspaceRun) failed(err error) error {
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) {
+		return err
+	}
+	in := activities.FinishWorkspaceOpInput{State: domain.OpFailed, Error: app.Message()}
+	switch app.Type() {
+	case activities.ErrTypeRemovalBlocked:
+		in.ResultClass, in.WorkspaceState = domain.ResultRemovalBlocked, domain.WorkspaceRemovalBlocked
+	case activities.ErrTypeWorkspaceRefused, activities.ErrTypeValidation:
+		if (r.out.Export != nil || r.begin.ExportRecorded) && r.begin.Intent.Action == domain.WorkspaceActionArchive {
+			// Past its export an archive is only ever finished.
+			return err
+		}
+		in.ResultClass = domain.ResultRefused
+	default:
+		return err
+	}
+	if ferr := r.finish(in); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return err
+}
