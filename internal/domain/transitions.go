@@ -11,21 +11,21 @@ import (
 // WorkspaceOperation is one operation on a managed workspace. Its identity, scope, kind,
 // intent and start time are immutable; its state only moves forward.
 type WorkspaceOperation struct {
-	ID               uuid.UUID
-	WorkspaceID      uuid.UUID
-	RuntimeHostID    uuid.UUID
-	RuntimeSessionID uuid.UUID
-	Kind             WorkspaceOpKind
-	State            WorkspaceOpState
+	ID               uuid.UUID        `json:"id"`
+	WorkspaceID      uuid.UUID        `json:"workspace_id"`
+	RuntimeHostID    uuid.UUID        `json:"runtime_host_id"`
+	RuntimeSessionID uuid.UUID        `json:"runtime_session_id"`
+	Kind             WorkspaceOpKind  `json:"kind"`
+	State            WorkspaceOpState `json:"state"`
 	// Intent is the operation's immutable request as JSON (retention, export id, ...), so
 	// recovery never parses it out of ResultClass.
-	Intent string
+	Intent string `json:"intent"`
 	// ResultClass is a bounded, redacted classification of the outcome.
-	ResultClass string
-	Error       string
-	StartedAt   time.Time
-	UpdatedAt   time.Time
-	FinishedAt  *time.Time
+	ResultClass string     `json:"result_class"`
+	Error       string     `json:"error"`
+	StartedAt   time.Time  `json:"started_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
 }
 
 // workspaceOpArrows are the only legal state changes: six arrows out of pending and running.
@@ -98,15 +98,15 @@ func (o WorkspaceOperation) sameMutable(n WorkspaceOperation) bool {
 
 // HostCleanupOperation is the forward-only record of removing one whole runtime host.
 type HostCleanupOperation struct {
-	ID                      uuid.UUID
-	RuntimeHostID           uuid.UUID
-	Stage                   CleanupStage
-	PlannedRuntimeHostBytes int64
-	RemovedRuntimeHostBytes int64
-	RetainedExportBytes     int64
-	LastError               string
-	CreatedAt               time.Time
-	UpdatedAt               time.Time
+	ID                      uuid.UUID    `json:"id"`
+	RuntimeHostID           uuid.UUID    `json:"runtime_host_id"`
+	Stage                   CleanupStage `json:"stage"`
+	PlannedRuntimeHostBytes int64        `json:"planned_runtime_host_bytes"`
+	RemovedRuntimeHostBytes int64        `json:"removed_runtime_host_bytes"`
+	RetainedExportBytes     int64        `json:"retained_export_bytes"`
+	LastError               string       `json:"last_error"`
+	CreatedAt               time.Time    `json:"created_at"`
+	UpdatedAt               time.Time    `json:"updated_at"`
 }
 
 // CheckHostCleanup validates writing next over prev (nil when new). Stages advance one at a

@@ -36,11 +36,11 @@ func (r workspaceOpRow) domain() domain.WorkspaceOperation {
 
 // OperationEvent is one accepted transition of a forward-only record, in sequence.
 type OperationEvent struct {
-	Seq        int64     `db:"seq"`
-	State      string    `db:"state"`
-	Detail     string    `db:"detail"`
-	Error      string    `db:"error"`
-	RecordedAt time.Time `db:"recorded_at"`
+	Seq        int64     `db:"seq" json:"seq"`
+	State      string    `db:"state" json:"state"`
+	Detail     string    `db:"detail" json:"detail"`
+	Error      string    `db:"error" json:"error"`
+	RecordedAt time.Time `db:"recorded_at" json:"recorded_at"`
 }
 
 // UpsertWorkspaceOperation writes an operation through the forward-only validator and, in
