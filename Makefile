@@ -50,9 +50,12 @@ ci:
 ##          bench/roomsession.json (JAM_BENCH_ROOMS=N for fewer rooms)
 ##        - checkpoint of a 10,000-file, 1 GiB provider state: first generation vs `cp -a`, second
 ##          generation after 1% of the files changed vs the first; bench/checkpoint.json
+##        - workspace export of a 10,000-file, 1 GiB workspace (durable) vs `cp -a` + sync (and
+##          `cp -a --reflink=always` where supported), medians of alternating runs; bench/export.json
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/store/
 	$(GO) test -run '^$$' -bench PostToEventStream -benchtime 600x ./api/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/provider/acp/
 	JAM_BENCH=1 $(GO) test -count=1 -run '^TestCheckpointBenchmark$$' -timeout 20m -v ./internal/checkpoint/
+	JAM_BENCH=1 $(GO) test -count=1 -run '^TestExportBenchmark$$' -timeout 30m -v ./internal/workspace/
 	JAM_BENCH=1 $(GO) test -count=1 -run '^TestRoomSessionBenchmark$$' -timeout 60m -v ./test/
