@@ -223,11 +223,11 @@ func (w *WorkspaceRecords) pickExport(ctx context.Context, ws domain.ManagedWork
 // FinishWorkspaceOpInput ends an operation, setting the workspace's (and host's) state in
 // the same transaction when asked.
 type FinishWorkspaceOpInput struct {
-	Op             uuid.UUID                 `json:"op"`
-	State          domain.WorkspaceOpState   `json:"state"`
-	ResultClass    string                    `json:"result_class"`
-	Error          string                    `json:"error,omitempty"`
-	WorkspaceState domain.WorkspaceState     `json:"workspace_state,omitempty"`
+	Op             uuid.UUID               `json:"op"`
+	State          domain.WorkspaceOpState `json:"state"`
+	ResultClass    string                  `json:"result_class"`
+	Error          string                  `json:"error,omitempty"`
+	WorkspaceState domain.WorkspaceState   `json:"workspace_state,omitempty"`
 	// ReviveHost returns an archived or removed host to parked (a restore).
 	ReviveHost bool `json:"revive_host,omitempty"`
 }

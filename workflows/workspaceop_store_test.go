@@ -103,7 +103,7 @@ func (s stopMembers) StopMember(_ context.Context, _ string, session uuid.UUID, 
 	s.f.stops = append(s.f.stops, session)
 	return false, nil
 }
-func (stopMembers) RestartMember(context.Context, uuid.UUID) error         { return nil }
+func (stopMembers) RestartMember(context.Context, uuid.UUID) error        { return nil }
 func (stopMembers) RetireMember(context.Context, string, uuid.UUID) error { return nil }
 func (stopMembers) Wake(context.Context, domain.Binding) error            { return nil }
 

@@ -48,7 +48,9 @@ const (
 
 var ArchiveRetentions = NewEnum("retention", RetainLatest, RetainAll)
 
-func (v *ArchiveRetention) UnmarshalText(b []byte) error { return unmarshalEnum(ArchiveRetentions, b, v) }
+func (v *ArchiveRetention) UnmarshalText(b []byte) error {
+	return unmarshalEnum(ArchiveRetentions, b, v)
+}
 
 // WorkspaceAction is what a WorkspaceOp workflow was asked to do.
 type WorkspaceAction string
