@@ -216,6 +216,15 @@ func ProvisionWorkspace(ctx context.Context, st *store.Store, l domain.Layout, h
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	// An archive or restore in flight owns the bytes: a session restarted meanwhile must not
+	// run in a workspace being removed or put back.
+	if op, err := st.RunningWorkspaceOperation(ctx, hs.RuntimeSessionID); err != nil {
+		return err
+	} else if op != nil && (op.Kind == domain.WorkspaceOpArchive || op.Kind == domain.WorkspaceOpReconcile) {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"workspace %s has a running %s operation; the session starts once it is done", hs.RuntimeSessionID, op.Kind),
+			ErrTypeOperationRunning, nil)
+	}
 	paths, err := workspace.ManagedPaths(l, h.ID)
 	if err != nil {
 		return err

@@ -165,6 +165,14 @@ func (f *opFixture) run(in WorkspaceOpInput, killAfter string) (WorkspaceOpResul
 			}
 			return killed
 		})
+	case "ExportBytesRemoved":
+		// The export's bytes are gone (the filesystem commit), its record not yet stamped.
+		env.OnActivity(w.DeleteExportBytes, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.WorkspaceRef) error {
+			if err := workspace.NewExports(f.layout).Remove(in.Export); err != nil {
+				f.t.Error(err)
+			}
+			return killed
+		})
 	case "":
 	default:
 		f.t.Fatalf("no kill point %q", killAfter)
@@ -390,5 +398,65 @@ func gitInit(t *testing.T, dir string) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
+	}
+}
+
+// A session restarted while its archive runs, or after it, does not start in the workspace:
+// provisioning refuses while the archive owns the bytes and once they are archived.
+func TestASessionDoesNotStartInAWorkspaceBeingArchivedOrArchived(t *testing.T) {
+	ctx := context.Background()
+	f := newOpFixture(t)
+	target := f.sessions[0]
+	hs, err := f.st.GetHostSession(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive}, "CreateExport"); err == nil {
+		t.Fatal("the interrupted run succeeded")
+	}
+	if err := activities.ProvisionWorkspace(ctx, f.st, f.layout, f.host, hs); !HasAppErrType(err, activities.ErrTypeOperationRunning) {
+		t.Fatalf("provision during the archive: %v", err)
+	}
+	if _, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRetryReconcile}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := activities.ProvisionWorkspace(ctx, f.st, f.layout, f.host, hs); !HasAppErrType(err, activities.ErrTypeWorkspaceArchived) {
+		t.Fatalf("provision of an archived workspace: %v", err)
+	}
+	if _, err := os.Stat(f.paths.Session(target)); !os.IsNotExist(err) {
+		t.Fatal("a refused provision recreated the workspace")
+	}
+}
+
+// An export deletion interrupted after its bytes went (before its record was stamped) is
+// finished by retry_reconcile from the export id in its intent: that export, and only it.
+func TestAnExportDeletionInterruptedAfterTheFilesystemCommitCompletes(t *testing.T) {
+	ctx := context.Background()
+	f := newOpFixture(t)
+	target := f.sessions[0]
+	first, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionExport}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	arch, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive, Retention: domain.RetainAll}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionDeleteExport, ExportID: first.Export.ID,
+		ConfirmPermanent: true}, "ExportBytesRemoved"); err == nil {
+		t.Fatal("the interrupted deletion succeeded")
+	}
+	if e, _ := f.st.GetWorkspaceExport(ctx, first.Export.ID); e.DeletedAt != nil {
+		t.Fatal("stamped before the crash")
+	}
+	out, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRetryReconcile}, "")
+	if err != nil || !out.Resumed || out.Operation.ResultClass != domain.ResultExportDeleted {
+		t.Fatalf("reconcile %+v %v", out, err)
+	}
+	if e, _ := f.st.GetWorkspaceExport(ctx, first.Export.ID); e.DeletedAt == nil {
+		t.Fatal("the deletion was not finished")
+	}
+	if _, err := workspace.NewExports(f.layout).Verify(arch.Export.ID); err != nil {
+		t.Fatalf("the other export was touched: %v", err)
 	}
 }
