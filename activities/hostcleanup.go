@@ -164,6 +164,16 @@ func (w *Workspaces) checkPreserved(ctx context.Context, ws domain.ManagedWorksp
 	if ws.State != domain.WorkspaceArchived {
 		block("workspace %s is %s, not archived", ws.ID, ws.State)
 	}
+	paths, err := workspace.ManagedPaths(w.Layout, ws.RuntimeHostID)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(paths.Session(ws.RuntimeSessionID)); err == nil {
+		// Archived by a continuity reset, say: its live bytes are in no export yet.
+		block("workspace %s still has live bytes; archive it first (its export then holds them)", ws.ID)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	exports, err := w.Store.ListWorkspaceExports(ctx, ws.ID)
 	if err != nil {
 		return err
@@ -190,7 +200,7 @@ func (w *Workspaces) inspectSandbox(ctx context.Context, h domain.RuntimeHost, s
 	}
 	inv, err := w.Sandbox.SandboxInventory(ctx, SandboxInventoryInput{})
 	if err != nil {
-		sb.Unavailable = boundText(err.Error(), 200)
+		sb.Unavailable = "the node's sbx could not list its sandboxes"
 		return
 	}
 	found := 0
@@ -220,6 +230,16 @@ func (w *WorkspaceRecords) FindCleanup(ctx context.Context, in HostRef) (*domain
 	}
 	if err != nil {
 		return nil, err
+	}
+	if op.Stage == domain.CleanupSucceeded {
+		// A restore revived the host after its cleanup: asked again, it is cleaned up anew.
+		h, err := w.Store.GetRuntimeHost(ctx, in.Host)
+		if err != nil {
+			return nil, err
+		}
+		if h.State != domain.HostRemoved {
+			return nil, nil
+		}
 	}
 	return &op, nil
 }
@@ -257,6 +277,17 @@ func (w *WorkspaceRecords) WriteCleanupStage(ctx context.Context, in CleanupStag
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
+		if in.Stage == domain.CleanupPrepared {
+			// Persisted with the host out of service, in one transaction that re-checks the
+			// scope: nothing starts on it, nothing is allocated to it, and no member woke since
+			// the preflight.
+			if err := quiet(ctx, q, in.Host); err != nil {
+				return err
+			}
+			if err := q.RetireHostForCleanup(ctx, in.Host, now); err != nil {
+				return err
+			}
+		}
 		if _, err := q.UpsertHostCleanup(ctx, op); err != nil {
 			return err
 		}
@@ -271,6 +302,10 @@ func (w *WorkspaceRecords) WriteCleanupStage(ctx context.Context, in CleanupStag
 	})
 	if err != nil {
 		var te *domain.TransitionError
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) {
+			return out, app
+		}
 		if errors.Is(err, store.ErrConflict) || errors.As(err, &te) {
 			return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOperationRunning, err)
 		}
@@ -289,6 +324,8 @@ type RemoveHostRootInput struct {
 // removed before the sandbox that mounts it. The root is renamed to a tombstone first, so an
 // interrupted removal is finished, and an absent root counts as removed (the planned bytes).
 func (w *Workspaces) RemoveHostRoot(ctx context.Context, in RemoveHostRootInput) (int64, error) {
+	stop := heartbeat(ctx)
+	defer stop()
 	op, err := w.Store.GetHostCleanup(ctx, in.Cleanup)
 	if err != nil {
 		return 0, err
@@ -316,9 +353,7 @@ func (w *Workspaces) RemoveHostRoot(ctx context.Context, in RemoveHostRootInput)
 		return 0, err
 	}
 	w.pause(ctx, "cleanup.root_renamed")
-	stop := heartbeat(ctx)
-	defer stop()
-	if err := os.RemoveAll(tomb); err != nil {
+	if err := workspace.RemoveTree(tomb); err != nil {
 		return 0, fmt.Errorf("remove root of host %s: %w", in.Host, err)
 	}
 	return removed, nil
@@ -356,3 +391,44 @@ func (w *Workspaces) MeasureHost(ctx context.Context, in HostRef) (HostCapacity,
 }
 
 func statDir(p string) (os.FileInfo, error) { return os.Lstat(p) }
+
+// quiet refuses (cleanup_blocked) unless every member of the host is dormant and no
+// operation runs on any of its workspaces.
+func quiet(ctx context.Context, q *store.Q, host uuid.UUID) error {
+	members, err := q.HostMembers(ctx, host)
+	if err != nil {
+		return err
+	}
+	for _, m := range members {
+		if m.State != domain.MembershipDormant {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("member %s of host %s is %s", m.RuntimeSession, host, m.State),
+				ErrTypeCleanupBlocked, nil)
+		}
+		if op, err := q.RunningWorkspaceOperation(ctx, m.RuntimeSession); err != nil {
+			return err
+		} else if op != nil {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("workspace %s has a running %s operation", m.RuntimeSession, op.Kind),
+				ErrTypeCleanupBlocked, nil)
+		}
+	}
+	return nil
+}
+
+// CheckQuiet re-checks, right before a destructive cleanup step, that the host is still
+// quiet: every member dormant and none live in this worker.
+func (w *Workspaces) CheckQuiet(ctx context.Context, in HostRef) error {
+	if err := quiet(ctx, w.Store.Q, in.Host); err != nil {
+		return err
+	}
+	members, err := w.Store.HostMembers(ctx, in.Host)
+	if err != nil {
+		return err
+	}
+	for _, m := range members {
+		if w.Live != nil && w.Live(m.RuntimeSession) {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("member %s has a live runtime in this worker", m.RuntimeSession),
+				ErrTypeCleanupBlocked, nil)
+		}
+	}
+	return nil
+}

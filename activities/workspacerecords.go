@@ -138,6 +138,12 @@ func sameRequest(in BeginWorkspaceOpInput, running domain.WorkspaceOpIntent) boo
 	switch in.Action {
 	case domain.WorkspaceActionRestore, domain.WorkspaceActionDeleteExport:
 		return in.ExportID == uuid.Nil || in.ExportID == running.ExportID
+	case domain.WorkspaceActionArchive:
+		retention := in.Retention
+		if retention == "" {
+			retention = domain.RetainLatest
+		}
+		return retention == running.Retention && in.ForceDiscard == running.ForceDiscard
 	}
 	return true
 }
@@ -151,9 +157,8 @@ func (w *WorkspaceRecords) admit(ctx context.Context, ws domain.ManagedWorkspace
 		if !managed {
 			return refuse("workspace %s is %s: Jam does not own its bytes", ws.ID, ws.Source)
 		}
-		if ws.State == domain.WorkspaceArchived {
-			return refuse("workspace %s is already archived", ws.ID)
-		}
+		// An archived workspace may still hold live bytes (a continuity reset archives its
+		// records only); the node refuses when it has none.
 		if intent.Action == domain.WorkspaceActionArchive && intent.Retention == "" {
 			intent.Retention = domain.RetainLatest
 		}
@@ -171,6 +176,11 @@ func (w *WorkspaceRecords) admit(ctx context.Context, ws domain.ManagedWorkspace
 		}
 		if ws.State != domain.WorkspaceArchived {
 			return refuse("workspace %s is %s, not archived: its destination exists", ws.ID, ws.State)
+		}
+		if op, err := w.Store.HostCleanupOfHost(ctx, host.ID); err == nil && op.Stage != domain.CleanupSucceeded {
+			return refuse("runtime host %s is being cleaned up (%s); restore once the cleanup is done", host.ID, op.Stage)
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
 		}
 		if err := w.revivable(ctx, host); err != nil {
 			return err

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/google/uuid"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/jam-dev/jam/internal/checkpoint"
@@ -64,7 +66,12 @@ func (w *Workspaces) InspectRemoval(ctx context.Context, in WorkspaceRef) (Remov
 	if err != nil {
 		return RemovalReport{}, err
 	}
+	stop := heartbeat(ctx)
+	defer stop()
 	dir := paths.Session(in.Session)
+	if err := liveBytes(dir, in.Workspace); err != nil {
+		return RemovalReport{}, err
+	}
 	inv, err := workspace.InspectRepositories(ctx, dir)
 	if err != nil {
 		return RemovalReport{}, fmt.Errorf("inspect repositories of workspace %s: %w", in.Workspace, err)
@@ -88,11 +95,18 @@ func (w *Workspaces) CreateExport(ctx context.Context, in WorkspaceRef) (domain.
 	if err != nil {
 		return domain.WorkspaceExport{}, err
 	}
+	stop := heartbeat(ctx)
+	defer stop()
 	src := workspace.ExportSource{Workspace: paths.Session(in.Session)}
 	ex := w.exports()
-	if ok, err := ex.Exists(in.Export); err != nil {
+	existed, err := ex.Exists(in.Export)
+	if err != nil {
 		return domain.WorkspaceExport{}, err
-	} else if !ok {
+	}
+	if !existed {
+		if err := liveBytes(src.Workspace, in.Workspace); err != nil {
+			return domain.WorkspaceExport{}, err
+		}
 		// Only a new export chooses its checkpoint; a committed one keeps what it holds.
 		ck, err := w.newestCheckpointOf(ctx, paths, in.Host, in.Session)
 		if err != nil {
@@ -110,14 +124,37 @@ func (w *Workspaces) CreateExport(ctx context.Context, in WorkspaceRef) (domain.
 			src.CheckpointID = *m.CheckpointID
 		}
 	}
-	stop := heartbeat(ctx)
 	m, err := ex.Create(in.Export, workspace.ExportOwner{Workspace: in.Workspace, Host: in.Host, Session: in.Session}, src)
-	stop()
+	if err == nil && existed {
+		// A retry verifies what an earlier attempt committed, byte for byte.
+		m, err = ex.Verify(in.Export)
+	}
+	if err != nil && activity.GetInfo(ctx).Attempt >= maxExportAttempts {
+		// A workspace that keeps changing under the copy (a session writing to it) is
+		// refused rather than retried for ever with the operation holding the workspace.
+		return domain.WorkspaceExport{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("workspace %s could not be exported after %d attempts; stop its session and try again", in.Workspace, maxExportAttempts),
+			ErrTypeWorkspaceRefused, err)
+	}
 	if err != nil {
 		return domain.WorkspaceExport{}, exportError(err)
 	}
 	w.pause(ctx, "export.committed")
 	return exportRecord(m), nil
+}
+
+// maxExportAttempts bounds the retries of one export.
+const maxExportAttempts = 5
+
+// liveBytes refuses a step that needs the live workspace when it has none (an archived
+// workspace whose bytes were removed).
+func liveBytes(dir string, ws uuid.UUID) error {
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return refuse("workspace %s has no live bytes (archived); restore it first", ws)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 func exportRecord(m workspace.ExportManifest) domain.WorkspaceExport {
@@ -127,13 +164,24 @@ func exportRecord(m workspace.ExportManifest) domain.WorkspaceExport {
 }
 
 func exportError(err error) error {
+	var msg string
 	switch {
-	case errors.Is(err, workspace.ErrExportConflict), errors.Is(err, workspace.ErrExportTooLarge),
-		errors.Is(err, workspace.ErrExportCorrupt), errors.Is(err, workspace.ErrExportMissing),
-		errors.Is(err, workspace.ErrDestinationExists):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeWorkspaceRefused, err)
+	case errors.Is(err, workspace.ErrExportConflict):
+		msg = "an export with another owner or checkpoint exists under this id"
+	case errors.Is(err, workspace.ErrExportTooLarge):
+		msg = "the workspace exceeds the export limits (200,000 entries, 64 GiB, depth 64)"
+	case errors.Is(err, workspace.ErrExportCorrupt):
+		msg = "the export does not verify against its manifest"
+	case errors.Is(err, workspace.ErrExportMissing):
+		msg = "the export is missing on this node"
+	case errors.Is(err, workspace.ErrDestinationExists):
+		msg = "the destination exists; a restore never writes over it"
+	default:
+		return err
 	}
-	return err
+	// The message is fixed (it reaches the API and the record); the cause, with its paths,
+	// stays in the worker's log and the workflow history.
+	return temporal.NewNonRetryableApplicationError(msg, ErrTypeWorkspaceRefused, err)
 }
 
 // newestCheckpointOf is the newest kept generation of the host that captured the session and
@@ -177,6 +225,8 @@ type PruneExportsInput struct {
 // PruneExports deletes every other export of the workspace (archive retention keep_latest):
 // bytes first, then the record's deleted_at. Each step is idempotent.
 func (w *Workspaces) PruneExports(ctx context.Context, in PruneExportsInput) (int, error) {
+	stop := heartbeat(ctx)
+	defer stop()
 	all, err := w.Store.ListWorkspaceExports(ctx, in.Workspace)
 	if err != nil {
 		return 0, err
@@ -203,8 +253,8 @@ func (w *Workspaces) PruneExports(ctx context.Context, in PruneExportsInput) (in
 // workspace is already removed.
 func (w *Workspaces) RemoveSessionBytes(ctx context.Context, in WorkspaceRef) error {
 	stop := heartbeat(ctx)
+	defer stop()
 	m, err := w.exports().Verify(in.Export)
-	stop()
 	if err != nil {
 		return exportError(err)
 	}
@@ -252,21 +302,37 @@ func (w *Workspaces) RestoreExport(ctx context.Context, in WorkspaceRef) error {
 	}
 	dest := paths.Session(in.Session)
 	if _, err := statDir(dest); err == nil {
-		return refuse("the destination of workspace %s exists; restore never writes over it", in.Workspace)
+		// Our own restore whose answer was lost holds exactly the export; anything else is
+		// never written over.
+		same, err := ex.MatchesWorkspace(in.Export, dest)
+		if err != nil {
+			return err
+		}
+		if !same {
+			return refuse("the destination of workspace %s exists; restore never writes over it", in.Workspace)
+		}
 	}
 	if m.CheckpointID != nil {
-		gen := checkpoint.Store{Root: paths.Checkpoints()}.Dir(*m.CheckpointID)
-		restored, err := ex.RestoreCheckpoint(in.Export, gen)
-		if err != nil {
+		gens := checkpoint.Store{Root: paths.Checkpoints()}
+		if _, err := ex.RestoreCheckpoint(in.Export, gens.Dir(*m.CheckpointID)); err != nil {
 			return exportError(err)
 		}
-		if restored {
-			if err := w.Store.RestoreCheckpointPayload(ctx, *m.CheckpointID); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
+		if k, err := w.Store.GetCheckpoint(ctx, *m.CheckpointID); err == nil && k.PayloadDeletedAt != nil {
+			// The generation is back on disk: once it verifies, its record says so again.
+			if insp, err := gens.Inspect(k.ID); err == nil && insp.Status == checkpoint.StatusComplete && insp.Manifest.Checksum == k.ManifestChecksum {
+				if err := w.Store.RestoreCheckpointPayload(ctx, k.ID); err != nil {
+					return err
+				}
 			}
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
 		}
 	}
-	if err := ex.RestoreWorkspace(in.Export, dest); err != nil {
+	if _, err := statDir(dest); err == nil {
+		return nil
+	}
+	// Staged under the host's recovery directory, which no sandbox mounts, then renamed in.
+	if err := ex.RestoreWorkspaceVia(in.Export, dest, paths.Recovery()); err != nil {
 		return exportError(err)
 	}
 	return nil
@@ -275,6 +341,8 @@ func (w *Workspaces) RestoreExport(ctx context.Context, in WorkspaceRef) error {
 // DeleteExportBytes removes one export's bytes (an absent export is already removed); the
 // record's deleted_at follows.
 func (w *Workspaces) DeleteExportBytes(ctx context.Context, in WorkspaceRef) error {
+	stop := heartbeat(ctx)
+	defer stop()
 	if err := w.exports().Remove(in.Export); err != nil {
 		return err
 	}

@@ -50,11 +50,14 @@ type WorkspaceOpRequest struct {
 }
 
 // WorkspaceOpBody answers a workspace operation: the finished result (200), or the workflow
-// still running it (202).
+// still running it (202: no operation yet; GET the workspace to follow it).
 type WorkspaceOpBody struct {
-	workflows.WorkspaceOpResult
-	Running    bool   `json:"running,omitempty"`
-	WorkflowID string `json:"workflow_id"`
+	Operation  *domain.WorkspaceOperation `json:"operation,omitempty"`
+	Export     *domain.WorkspaceExport    `json:"export,omitempty"`
+	Blockers   []string                   `json:"blockers,omitempty"`
+	Resumed    bool                       `json:"resumed,omitempty"`
+	Running    bool                       `json:"running,omitempty"`
+	WorkflowID string                     `json:"workflow_id"`
 }
 
 // OperationBody is one workspace operation with its journal.
@@ -236,6 +239,8 @@ func (s *Server) startWorkspaceOp(c *gin.Context, in workflows.WorkspaceOpInput)
 		ID: id, TaskQueue: workflows.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// Without it the SDK answers a conflict with the running workflow's handle.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 	}, workflows.WorkspaceOp, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
@@ -249,10 +254,11 @@ func (s *Server) startWorkspaceOp(c *gin.Context, in workflows.WorkspaceOpInput)
 	defer cancel()
 	var out workflows.WorkspaceOpResult
 	err = run.Get(ctx, &out)
-	body := WorkspaceOpBody{WorkspaceOpResult: out, WorkflowID: id}
+	body := WorkspaceOpBody{WorkflowID: id}
 	var deadline *serviceerror.DeadlineExceeded
 	switch {
 	case err == nil:
+		body.Operation, body.Export, body.Blockers, body.Resumed = &out.Operation, out.Export, out.Blockers, out.Resumed
 		c.JSON(http.StatusOK, body)
 		return nil
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline):
@@ -342,13 +348,23 @@ func (s *Server) cleanupHost(c *gin.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), hostControlTimeout)
 	defer cancel()
 	var out workflows.HostCleanupResult
-	err = s.runOperation(ctx, workflows.HostCleanupID(h.ID), workflows.HostCleanup,
-		workflows.HostCleanupInput{Host: h.ID, Node: h.Node, ConfirmPermanent: true}, &out)
+	// Every run resumes the host's recorded cleanup (or finds it finished), so a new run
+	// after a completed one is safe — and needed once a restore revived the host.
+	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.HostCleanupID(h.ID), TaskQueue: workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, workflows.HostCleanup, workflows.HostCleanupInput{Host: h.ID, Node: h.Node, ConfirmPermanent: true})
+	if err != nil {
+		err = &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
+	} else {
+		err = run.Get(ctx, &out)
+	}
 	var unavailable *Error
 	switch {
 	case errors.As(err, &unavailable):
 		return err
-	case workflows.HasAppErrType(err, activities.ErrTypeCleanupBlocked):
+	case workflows.HasAppErrType(err, activities.ErrTypeCleanupBlocked), workflows.HasAppErrType(err, activities.ErrTypeValidation):
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: workflows.RejectionText(err), Cause: err}
 	case workflows.HasAppErrType(err, activities.ErrTypeOperationRunning), workflows.HasAppErrType(err, activities.ErrTypeWorkspaceRefused),
 		workflows.HasAppErrType(err, activities.ErrTypeOwnershipMismatch):

@@ -85,7 +85,7 @@ func TestAnArchivedWorkspaceOutlivesItsHostAndIsRestoredWithItsConversation(t *t
 		t.Fatalf("cleanup of a live host: %v", err)
 	}
 	exp, err := workspaceOp(c, session, "export", api.WorkspaceOpRequest{})
-	if err != nil || exp.Export == nil || exp.Operation.ResultClass != domain.ResultExported {
+	if err != nil || exp.Export == nil || exp.Operation == nil || exp.Operation.ResultClass != domain.ResultExported {
 		t.Fatalf("export %+v %v", exp, err)
 	}
 	if exp.Export.CheckpointID != nil {
@@ -104,18 +104,26 @@ func TestAnArchivedWorkspaceOutlivesItsHostAndIsRestoredWithItsConversation(t *t
 		t.Fatalf("archive with a bogus retention: %v", err)
 	}
 
-	// Archive while a second operation is asked for: one of them is refused with 409.
+	// A second operation while the archive runs is refused with 409 (and, had the archive
+	// finished first, an export of a workspace with no live bytes is 409 too).
 	var wg sync.WaitGroup
 	var arch api.WorkspaceOpBody
 	var archErr error
 	wg.Add(1)
 	go func() { defer wg.Done(); arch, archErr = workspaceOp(c, session, "archive", api.WorkspaceOpRequest{}) }()
-	time.Sleep(50 * time.Millisecond)
-	if _, err := workspaceOp(c, session, "export", api.WorkspaceOpRequest{}); err != nil && !isStatus(err, http.StatusConflict) {
-		t.Fatalf("a concurrent operation: %v", err)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ops := getWorkspace(t, c, session).Operations; len(ops) > 0 && ops[0].Kind == domain.WorkspaceOpArchive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the archive never started")
+		}
+	}
+	if _, err := workspaceOp(c, session, "export", api.WorkspaceOpRequest{}); !isStatus(err, http.StatusConflict) {
+		t.Fatalf("an operation during the archive: %v", err)
 	}
 	wg.Wait()
-	if archErr != nil || arch.Operation.ResultClass != domain.ResultArchived || arch.Export == nil {
+	if archErr != nil || arch.Operation == nil || arch.Operation.ResultClass != domain.ResultArchived || arch.Export == nil {
 		t.Fatalf("archive %+v %v", arch, archErr)
 	}
 	if _, err := os.Stat(live); !os.IsNotExist(err) {
@@ -172,7 +180,7 @@ func TestAnArchivedWorkspaceOutlivesItsHostAndIsRestoredWithItsConversation(t *t
 	// Restore brings the workspace and the checkpoint back; restarted, the room's provider
 	// session resumes exactly and answers the message that waited.
 	res, err := workspaceOp(c, session, "restore", api.WorkspaceOpRequest{})
-	if err != nil || res.Operation.Kind != domain.WorkspaceOpReconcile || res.Operation.ResultClass != domain.ResultRestoredExport {
+	if err != nil || res.Operation == nil || res.Operation.Kind != domain.WorkspaceOpReconcile || res.Operation.ResultClass != domain.ResultRestoredExport {
 		t.Fatalf("restore %+v %v", res, err)
 	}
 	if b, err := os.ReadFile(filepath.Join(live, "work.txt")); err != nil || string(b) != "the agent's work" {

@@ -30,7 +30,8 @@ type HostCleanupResult struct {
 const CleanupInspectionTimeout = 10 * time.Minute
 
 // HostCleanup removes a runtime host whose every member is preserved: one cleanup per host,
-// Prepared (after a fresh preflight, with the planned and retained bytes) → SandboxRemoved
+// Prepared (after a fresh preflight, with the planned and retained bytes, the host taken out
+// of service in the same transaction) → SandboxRemoved
 // (ownership-proven `sbx rm`; an absent sandbox counts) → RootRemoved (never before the
 // sandbox; an absent root counts) → Succeeded (host removed). Exports are never touched. A
 // replay resumes from the recorded stage.
@@ -45,13 +46,13 @@ func HostCleanup(ctx workflow.Context, in HostCleanupInput) (HostCleanupResult, 
 	jam := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeValidation, activities.ErrTypeOperationRunning}},
+			NonRetryableErrorTypes: []string{activities.ErrTypeValidation, activities.ErrTypeOperationRunning, activities.ErrTypeCleanupBlocked}},
 	})
 	node := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue: NodeTaskQueue(in.Node), StartToCloseTimeout: workspaceByteTimeout, HeartbeatTimeout: runtimeHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second,
 			NonRetryableErrorTypes: []string{activities.ErrTypeValidation, activities.ErrTypeWorkspaceRefused,
-				activities.ErrTypeOwnershipMismatch}},
+				activities.ErrTypeOwnershipMismatch, activities.ErrTypeCleanupBlocked}},
 	})
 	var cur *domain.HostCleanupOperation
 	if err := workflow.ExecuteActivity(jam, rec.FindCleanup, activities.HostRef{Host: in.Host}).Get(ctx, &cur); err != nil {
@@ -83,7 +84,13 @@ func HostCleanup(ctx workflow.Context, in HostCleanupInput) (HostCleanupResult, 
 			return HostCleanupResult{}, err
 		}
 	}
+	checkQuiet := func() error {
+		return workflow.ExecuteActivity(node, w.CheckQuiet, activities.HostRef{Host: in.Host}).Get(ctx, nil)
+	}
 	if cur.Stage == domain.CleanupPrepared {
+		if err := checkQuiet(); err != nil {
+			return HostCleanupResult{Cleanup: *cur}, err
+		}
 		if err := workflow.ExecuteActivity(node, sb.RemoveSandbox, activities.HostSandboxInput{Host: in.Host}).Get(ctx, nil); err != nil &&
 			!HasAppErrType(err, activities.ErrTypeNoSandbox) {
 			return HostCleanupResult{Cleanup: *cur}, err
@@ -93,6 +100,9 @@ func HostCleanup(ctx workflow.Context, in HostCleanupInput) (HostCleanupResult, 
 		}
 	}
 	if cur.Stage == domain.CleanupSandboxRemoved {
+		if err := checkQuiet(); err != nil {
+			return HostCleanupResult{Cleanup: *cur}, err
+		}
 		var removed int64
 		if err := workflow.ExecuteActivity(node, w.RemoveHostRoot, activities.RemoveHostRootInput{Cleanup: cur.ID,
 			Host: in.Host}).Get(ctx, &removed); err != nil {

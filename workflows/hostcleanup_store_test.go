@@ -251,3 +251,71 @@ func TestHostCleanupWithoutConfirmationIsRefused(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// Prepared takes the host out of service: while the cleanup is unfinished nothing starts on
+// it and no restore revives it; once it finished, a restore revives it and a later cleanup
+// is a new one.
+func TestAHostUnderCleanupStartsNothingAndARevivedHostIsCleanedAgain(t *testing.T) {
+	ctx := context.Background()
+	f := newCleanupFixture(t)
+	f.archiveAll()
+	if _, err := f.cleanup("stage:prepared"); err == nil {
+		t.Fatal("the interrupted run succeeded")
+	}
+	if h, _ := f.st.GetRuntimeHost(ctx, f.host.ID); h.State != domain.HostArchived {
+		t.Fatalf("host %s under cleanup", h.State)
+	}
+	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionRestore}, ""); !HasAppErrType(err, activities.ErrTypeWorkspaceRefused) {
+		t.Fatalf("restore during the cleanup: %v", err)
+	}
+	if _, err := f.sb.EnsureSandbox(ctx, activities.EnsureSandboxInput{Host: f.host.ID, Session: f.sessions[1]}); err == nil {
+		t.Fatal("a sandbox started on a host under cleanup")
+	}
+	first, err := f.cleanup("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionRestore}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := f.st.GetRuntimeHost(ctx, f.host.ID); h.State != domain.HostParked {
+		t.Fatalf("revived host %s", h.State)
+	}
+	if rep := f.inspect(); len(rep.Blockers) == 0 {
+		t.Fatal("a restored, unarchived workspace does not block cleanup")
+	}
+	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionArchive}, ""); err != nil {
+		t.Fatal(err)
+	}
+	second, err := f.cleanup("")
+	if err != nil || second.Cleanup.ID == first.Cleanup.ID || second.Cleanup.Stage != domain.CleanupSucceeded {
+		t.Fatalf("second cleanup %+v (first %s) %v", second.Cleanup, first.Cleanup.ID, err)
+	}
+}
+
+// A workspace archived by its records only (as a continuity reset does) still holds live
+// bytes no export has: cleanup blocks until an archive puts them in an export.
+func TestCleanupBlocksOnLiveBytesOfAWorkspaceArchivedByRecordOnly(t *testing.T) {
+	ctx := context.Background()
+	f := newCleanupFixture(t)
+	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionExport}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[1], Action: domain.WorkspaceActionArchive}, ""); err != nil {
+		t.Fatal(err)
+	}
+	f.write(f.sessions[0], "notes.txt", "work after the export")
+	if err := f.st.SetWorkspaceState(ctx, f.sessions[0], domain.WorkspaceArchived, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rep := f.inspect()
+	if len(rep.Blockers) != 1 || !strings.Contains(rep.Blockers[0], "live bytes") {
+		t.Fatalf("blockers %v", rep.Blockers)
+	}
+	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionArchive}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if rep = f.inspect(); len(rep.Blockers) != 0 {
+		t.Fatalf("blockers after archiving %v", rep.Blockers)
+	}
+}

@@ -460,3 +460,40 @@ func TestAnExportDeletionInterruptedAfterTheFilesystemCommitCompletes(t *testing
 		t.Fatalf("the other export was touched: %v", err)
 	}
 }
+
+// The node's own destination check: a restore whose rename landed but whose answer was lost
+// is done when retried (the destination holds exactly the export); a destination holding
+// anything else is never written over.
+func TestRestoreRetriedAfterItsRenameIsDoneAndAForeignDestinationIsRefused(t *testing.T) {
+	ctx := context.Background()
+	f := newOpFixture(t)
+	target := f.sessions[0]
+	arch, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &activities.Workspaces{Store: f.st, Layout: f.layout}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(w)
+	ref := activities.WorkspaceRef{Workspace: target, Host: f.host.ID, Session: target, Export: arch.Export.ID}
+	for i := 0; i < 2; i++ { // the second is the retry after a lost answer
+		if _, err := env.ExecuteActivity(w.RestoreExport, ref); err != nil {
+			t.Fatalf("restore attempt %d: %v", i+1, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(f.paths.Session(target), "notes.txt")); err != nil || string(b) != "room A" {
+		t.Fatalf("restored %q %v", b, err)
+	}
+	f.write(target, "notes.txt", "something else")
+	if _, err := env.ExecuteActivity(w.RestoreExport, ref); !HasAppErrType(err, activities.ErrTypeWorkspaceRefused) {
+		t.Fatalf("restore over a foreign destination: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.paths.Session(target), "notes.txt")); string(b) != "something else" {
+		t.Fatal("the destination was written over")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(f.paths.WorkspaceRoot(), "sessions")); len(entries) != 2 {
+		t.Fatalf("staging left in the mounted tree: %v", entries)
+	}
+	_ = ctx
+}

@@ -158,7 +158,7 @@ func runWorkspaceOp(cf *clientFlags, cmd *cobra.Command, workspace, verb string,
 				return fmt.Errorf("decode workspace: %w", err)
 			}
 			if len(ws.Operations) > 0 && ws.Operations[0].State.Terminal() {
-				body.Operation, body.Running = ws.Operations[0], false
+				body.Operation, body.Running = &ws.Operations[0], false
 				raw, _ = json.Marshal(body)
 				break
 			}
@@ -167,11 +167,15 @@ func runWorkspaceOp(cf *clientFlags, cmd *cobra.Command, workspace, verb string,
 			}
 		}
 	}
-	return render(cf, cmd, raw, func(b api.WorkspaceOpBody) error { return printWorkspaceOp(cmd, b.WorkspaceOpResult) })
+	return render(cf, cmd, raw, func(b api.WorkspaceOpBody) error { return printWorkspaceOp(cmd, b) })
 }
 
-func printWorkspaceOp(cmd *cobra.Command, r workflows.WorkspaceOpResult) error {
+func printWorkspaceOp(cmd *cobra.Command, r api.WorkspaceOpBody) error {
 	w := cmd.OutOrStdout()
+	if r.Operation == nil {
+		_, err := fmt.Fprintf(w, "running (workflow %s)\n", r.WorkflowID)
+		return err
+	}
 	op := r.Operation
 	fmt.Fprintf(w, "%s %s: %s", op.Kind, op.ID, op.State)
 	if op.ResultClass != "" {

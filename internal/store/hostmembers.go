@@ -120,6 +120,12 @@ func (q *Q) MarkHostRemoved(ctx context.Context, host uuid.UUID, at time.Time) e
 	return q.moveHost(ctx, host, domain.HostRemoved, at, domain.HostParked, domain.HostArchived, domain.HostRemoved)
 }
 
+// RetireHostForCleanup takes a parked host out of service as its cleanup is prepared: an
+// archived host starts nothing and is allocated to no one. An archived host stays archived.
+func (q *Q) RetireHostForCleanup(ctx context.Context, host uuid.UUID, at time.Time) error {
+	return q.moveHost(ctx, host, domain.HostArchived, at, domain.HostParked, domain.HostArchived)
+}
+
 // ReviveHost returns an archived or removed host to parked: a restore put a workspace back
 // on it. A live host is left as it is.
 func (q *Q) ReviveHost(ctx context.Context, host uuid.UUID, at time.Time) error {

@@ -249,11 +249,13 @@ func (q *Q) ListWorkspaceOperations(ctx context.Context, workspace uuid.UUID, li
 	return out, nil
 }
 
-// HostCleanupOfHost reads the cleanup operation of a runtime host (at most one);
+// HostCleanupOfHost reads the cleanup of a runtime host: the one in progress (at most one),
+// else the newest finished one;
 // ErrNotFound when the host has none.
 func (q *Q) HostCleanupOfHost(ctx context.Context, host uuid.UUID) (domain.HostCleanupOperation, error) {
 	var r hostCleanupRow
-	if err := q.get(ctx, &r, `SELECT * FROM host_cleanup_operations WHERE runtime_host_id = ?`, host); err != nil {
+	if err := q.get(ctx, &r, `SELECT * FROM host_cleanup_operations WHERE runtime_host_id = ?
+ORDER BY (stage = 'succeeded'), created_at DESC, id DESC LIMIT 1`, host); err != nil {
 		return domain.HostCleanupOperation{}, fmt.Errorf("host cleanup of %s: %w", host, err)
 	}
 	return r.domain(), nil

@@ -409,6 +409,24 @@ func TestHostCleanupOfHostFindsTheHostsOneCleanup(t *testing.T) {
 		if _, err := s.HostCleanupOfHost(ctx, clean); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("host without a cleanup: %v, want ErrNotFound", err)
 		}
+		// Once finished, a host a restore revived may have a new cleanup, the one then found.
+		second := op
+		second.ID, second.CreatedAt, second.UpdatedAt = uuid.New(), fixtureTime.Add(time.Hour), fixtureTime.Add(time.Hour)
+		if _, err := s.UpsertHostCleanup(ctx, second); !errors.Is(err, ErrConflict) {
+			t.Fatalf("a second cleanup while one is open: %v, want ErrConflict", err)
+		}
+		for _, st := range []domain.CleanupStage{domain.CleanupSandboxRemoved, domain.CleanupRootRemoved, domain.CleanupSucceeded} {
+			op.Stage = st
+			if _, err := s.UpsertHostCleanup(ctx, op); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.UpsertHostCleanup(ctx, second); err != nil {
+			t.Fatalf("a new cleanup after the finished one: %v", err)
+		}
+		if got, err := s.HostCleanupOfHost(ctx, host); err != nil || got.ID != second.ID {
+			t.Fatalf("cleanup of host %+v %v, want the open one %s", got, err, second.ID)
+		}
 	})
 }
 

@@ -2,9 +2,11 @@ package workspace
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
 )
 
 // restorePrefix names the private staging directories of restores, siblings of their
@@ -27,11 +30,92 @@ const staleRestore = time.Hour
 // copied (a mismatch is ErrExportCorrupt and nothing is restored), made durable, and only
 // then renamed to dest.
 func (e Exports) RestoreWorkspace(id uuid.UUID, dest string) error {
+	return e.RestoreWorkspaceVia(id, dest, "")
+}
+
+// RestoreWorkspaceVia is RestoreWorkspace staging in stagingParent (on dest's filesystem)
+// instead of beside dest: a destination inside a tree a sandbox mounts must not be staged
+// where a guest could swap a staged directory for a symlink.
+func (e Exports) RestoreWorkspaceVia(id uuid.UUID, dest, stagingParent string) error {
 	m, err := e.Stat(id)
 	if err != nil {
 		return err
 	}
-	return e.restore(id, m, exportWorkspaceDir, dest)
+	return e.restore(id, m, exportWorkspaceDir, dest, stagingParent)
+}
+
+// MatchesWorkspace reports whether dir holds exactly the export's workspace (every entry's
+// type, size, SHA-256 and symlink target): a restore whose rename landed but whose answer
+// was lost is recognised as done, not refused as an existing destination.
+func (e Exports) MatchesWorkspace(id uuid.UUID, dir string) (bool, error) {
+	m, err := e.Stat(id)
+	if err != nil {
+		return false, err
+	}
+	var want, got []ExportEntry
+	for _, en := range m.Entries {
+		if en.Path == exportWorkspaceDir || strings.HasPrefix(en.Path, exportWorkspaceDir+"/") {
+			want = append(want, en)
+		}
+	}
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		name := exportWorkspaceDir
+		if rel != "." {
+			name += "/" + filepath.ToSlash(rel)
+		}
+		if len(got) > len(want) {
+			return errMismatch
+		}
+		switch {
+		case d.IsDir():
+			got = append(got, ExportEntry{Path: name, Type: EntryDir})
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			got = append(got, ExportEntry{Path: name, Type: EntrySymlink, Target: target})
+		case d.Type().IsRegular():
+			sum, size, err := hashFile(path)
+			if err != nil {
+				return err
+			}
+			got = append(got, ExportEntry{Path: name, Type: EntryFile, Size: size, SHA256: sum})
+		default:
+			return errMismatch
+		}
+		return nil
+	})
+	if errors.Is(err, errMismatch) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("export %s: compare %s: %w", id, dir, err)
+	}
+	return sameEntries(got, want, 0) == nil, nil
+}
+
+var errMismatch = errors.New("does not match")
+
+func hashFile(path string) (string, int64, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // RestoreCheckpoint copies an export's checkpoint generation to dest (that generation's
@@ -51,14 +135,14 @@ func (e Exports) RestoreCheckpoint(id uuid.UUID, dest string) (bool, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("export %s: restore checkpoint: %w", id, err)
 	}
-	err = e.restore(id, m, exportCheckpointDir, dest)
+	err = e.restore(id, m, exportCheckpointDir, dest, "")
 	if errors.Is(err, ErrDestinationExists) {
 		return false, nil // it appeared meanwhile
 	}
 	return err == nil, err
 }
 
-func (e Exports) restore(id uuid.UUID, m ExportManifest, sub, dest string) error {
+func (e Exports) restore(id uuid.UUID, m ExportManifest, sub, dest, stagingParent string) error {
 	if dest == "" {
 		return fmt.Errorf("export %s: no restore destination", id)
 	}
@@ -72,7 +156,12 @@ func (e Exports) restore(id uuid.UUID, m ExportManifest, sub, dest string) error
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return fmt.Errorf("export %s: restore: %w", id, err)
 	}
-	cleanStaleRestores(parent)
+	if stagingParent == "" {
+		stagingParent = parent
+	} else if err := os.MkdirAll(stagingParent, 0o700); err != nil {
+		return fmt.Errorf("export %s: restore: %w", id, err)
+	}
+	cleanStaleRestores(stagingParent)
 
 	var want []ExportEntry
 	lim := ExportLimits{MaxDepth: 1}
@@ -86,7 +175,7 @@ func (e Exports) restore(id uuid.UUID, m ExportManifest, sub, dest string) error
 	}
 	suffix := make([]byte, 12)
 	_, _ = rand.Read(suffix)
-	staging := filepath.Join(parent, restorePrefix+hex.EncodeToString(suffix))
+	staging := filepath.Join(stagingParent, restorePrefix+hex.EncodeToString(suffix))
 	// The bounds are the manifest's own: an export holding more than it lists is corrupt.
 	c := newCopier(lim)
 	c.start()

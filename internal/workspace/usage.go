@@ -157,3 +157,7 @@ func chmodDirs(dir int, name string, depth int) error {
 	}
 	return nil
 }
+
+// RemoveTree removes a tree a guest wrote (never following a link), making read-only
+// directories writable when a first attempt fails. An absent path is already removed.
+func RemoveTree(path string) error { return removeTree(path) }

@@ -13,3 +13,8 @@ ALTER TABLE workspace_exports ADD CONSTRAINT workspace_exports_checkpoint_id_fke
 ALTER TABLE host_cleanup_operations DROP CONSTRAINT host_cleanup_operations_runtime_host_id_fkey;
 ALTER TABLE host_cleanup_operations ADD CONSTRAINT host_cleanup_operations_runtime_host_id_fkey
     FOREIGN KEY (runtime_host_id) REFERENCES runtime_hosts (id);
+
+DROP INDEX IF EXISTS one_open_cleanup_per_host;
+DELETE FROM host_cleanup_operations o WHERE EXISTS (SELECT 1 FROM host_cleanup_operations n
+    WHERE n.runtime_host_id = o.runtime_host_id AND (n.created_at > o.created_at OR (n.created_at = o.created_at AND n.id > o.id)));
+ALTER TABLE host_cleanup_operations ADD CONSTRAINT host_cleanup_operations_runtime_host_id_key UNIQUE (runtime_host_id);

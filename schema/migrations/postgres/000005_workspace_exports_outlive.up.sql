@@ -11,3 +11,8 @@ CREATE INDEX workspace_exports_host ON workspace_exports (runtime_host_id, creat
 ALTER TABLE host_cleanup_operations DROP CONSTRAINT host_cleanup_operations_runtime_host_id_fkey;
 ALTER TABLE host_cleanup_operations ADD CONSTRAINT host_cleanup_operations_runtime_host_id_fkey
     FOREIGN KEY (runtime_host_id) REFERENCES runtime_hosts (id) ON DELETE CASCADE;
+
+-- One cleanup at a time per host; a host a restore revived after a finished cleanup may be
+-- cleaned up again.
+ALTER TABLE host_cleanup_operations DROP CONSTRAINT host_cleanup_operations_runtime_host_id_key;
+CREATE UNIQUE INDEX one_open_cleanup_per_host ON host_cleanup_operations (runtime_host_id) WHERE stage <> 'succeeded';

@@ -52,7 +52,9 @@ CREATE TABLE host_cleanup_operations_old (
 INSERT INTO host_cleanup_operations_old (id, runtime_host_id, stage, planned_runtime_host_bytes,
     removed_runtime_host_bytes, retained_export_bytes, last_error, created_at, updated_at)
 SELECT id, runtime_host_id, stage, planned_runtime_host_bytes,
-    removed_runtime_host_bytes, retained_export_bytes, last_error, created_at, updated_at FROM host_cleanup_operations;
+    removed_runtime_host_bytes, retained_export_bytes, last_error, created_at, updated_at FROM host_cleanup_operations o
+WHERE NOT EXISTS (SELECT 1 FROM host_cleanup_operations n WHERE n.runtime_host_id = o.runtime_host_id
+    AND (n.created_at > o.created_at OR (n.created_at = o.created_at AND n.id > o.id)));
 DROP TABLE host_cleanup_operations;
 ALTER TABLE host_cleanup_operations_old RENAME TO host_cleanup_operations;
 
@@ -65,5 +67,6 @@ CREATE TABLE host_cleanup_events (
     PRIMARY KEY (operation_id, seq)
 );
 INSERT INTO host_cleanup_events (operation_id, seq, stage, last_error, recorded_at)
-SELECT operation_id, seq, stage, last_error, recorded_at FROM host_cleanup_events_kept;
+SELECT operation_id, seq, stage, last_error, recorded_at FROM host_cleanup_events_kept
+WHERE operation_id IN (SELECT id FROM host_cleanup_operations);
 DROP TABLE host_cleanup_events_kept;

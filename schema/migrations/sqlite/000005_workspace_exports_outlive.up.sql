@@ -45,7 +45,7 @@ DROP TABLE host_cleanup_events;
 
 CREATE TABLE host_cleanup_operations_new (
     id                         TEXT NOT NULL PRIMARY KEY,
-    runtime_host_id            TEXT NOT NULL UNIQUE REFERENCES runtime_hosts (id) ON DELETE CASCADE,
+    runtime_host_id            TEXT NOT NULL REFERENCES runtime_hosts (id) ON DELETE CASCADE,
     stage                      TEXT NOT NULL CHECK (stage IN ('prepared', 'sandbox_removed', 'root_removed', 'succeeded')),
     planned_runtime_host_bytes INTEGER NOT NULL,
     removed_runtime_host_bytes INTEGER NOT NULL,
@@ -60,6 +60,9 @@ SELECT id, runtime_host_id, stage, planned_runtime_host_bytes,
     removed_runtime_host_bytes, retained_export_bytes, last_error, created_at, updated_at FROM host_cleanup_operations;
 DROP TABLE host_cleanup_operations;
 ALTER TABLE host_cleanup_operations_new RENAME TO host_cleanup_operations;
+-- One cleanup at a time per host; a host a restore revived after a finished cleanup may be
+-- cleaned up again.
+CREATE UNIQUE INDEX one_open_cleanup_per_host ON host_cleanup_operations (runtime_host_id) WHERE stage <> 'succeeded';
 
 CREATE TABLE host_cleanup_events (
     operation_id TEXT NOT NULL REFERENCES host_cleanup_operations (id) ON DELETE CASCADE,
