@@ -41,6 +41,9 @@ type HostLeases interface {
 	// Permit and Unpermit bracket one turn of the member (the checkpoint coordinator).
 	Permit(ctx context.Context, updateID string, host, session uuid.UUID) error
 	Unpermit(ctx context.Context, updateID string, host, session uuid.UUID) error
+	// Replace recreates the host once (a reset_sandbox control) for a template edit that
+	// changed its compatibility fingerprint, preserving every member.
+	Replace(ctx context.Context, updateID string, rep CommitHostReplacementInput) (replaced bool, err error)
 }
 
 // MemberControl reaches the RoomSession workflows of a host's members.
@@ -53,6 +56,9 @@ type MemberControl interface {
 	RetireMember(ctx context.Context, updateID string, session uuid.UUID) error
 	// Wake starts or pokes the workflow of a bound session.
 	Wake(ctx context.Context, b domain.Binding) error
+	// ApplyConfig asks the member's workflow to move its runtime to generation gen (at its
+	// turn boundary); handled=false when no workflow runs for it (no runtime to replace).
+	ApplyConfig(ctx context.Context, updateID string, session uuid.UUID, gen int64) (handled bool, err error)
 }
 
 // HostLease is a member's lease on its runtime host.

@@ -28,6 +28,9 @@ func (busyLeases) Release(context.Context, string, uuid.UUID, uuid.UUID, domain.
 }
 func (busyLeases) Permit(context.Context, string, uuid.UUID, uuid.UUID) error   { return nil }
 func (busyLeases) Unpermit(context.Context, string, uuid.UUID, uuid.UUID) error { return nil }
+func (busyLeases) Replace(context.Context, string, activities.CommitHostReplacementInput) (bool, error) {
+	return false, nil
+}
 
 func TestARejectedAcquireKeepsItsTypeThroughTheActivity(t *testing.T) {
 	w := newSandboxWorld(t, domain.AuthProviderLogin)

@@ -64,6 +64,9 @@ type PrepareRuntimeInput struct {
 	// caller holds a lease on it. Zero for a host-native session.
 	Host    uuid.UUID `json:"host,omitempty"`
 	Sandbox string    `json:"sandbox,omitempty"`
+	// ConfigGeneration, when set, starts the candidate configuration of that generation
+	// instead of the effective one (a template apply); a superseded generation is refused.
+	ConfigGeneration int64 `json:"config_generation,omitempty"`
 }
 
 // PrepareRuntimeResult describes the live instance.
@@ -91,6 +94,13 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	}
 	if err != nil {
 		return PrepareRuntimeResult{}, err
+	}
+	if in.ConfigGeneration > 0 {
+		cfg, err := r.Store.CandidateConfig(ctx, in.RuntimeSession, in.ConfigGeneration)
+		if err != nil {
+			return PrepareRuntimeResult{}, superseded(err)
+		}
+		hs.Config = cfg
 	}
 	agent, err := r.Store.GetAgent(ctx, hs.AgentID)
 	if err != nil {

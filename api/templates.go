@@ -3,13 +3,18 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 
+	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/workflows"
 )
 
 // TemplateBody is a runtime template: its identity and generations beside its configuration
@@ -96,8 +101,27 @@ func (s *Server) getTemplate(c *gin.Context) error {
 	return nil
 }
 
-// saveTemplate writes the edit at a new desired generation. Rooms keep their configuration
-// (new_sessions_only); applying to live rooms is the TemplateApply workflow, not built yet.
+// TemplateApplyOperation is the TemplateApply workflow a save with apply_and_restart
+// started.
+type TemplateApplyOperation struct {
+	WorkflowID  string `json:"workflow_id"`
+	WorkflowURL string `json:"workflow_url,omitempty"`
+	Generation  int64  `json:"generation"`
+}
+
+// TemplateSaveBody answers PUT /v1/templates/{id}: the saved template and, with
+// apply_and_restart (202), the operation applying it.
+type TemplateSaveBody struct {
+	TemplateBody
+	Operation *TemplateApplyOperation `json:"operation,omitempty"`
+}
+
+// saveTemplate writes the edit at a new desired generation. With new_sessions_only (the
+// default) rooms keep their configuration and rooms joined later use the save. With
+// apply_and_restart every room made from the template is marked with a requested change in
+// the same transaction, and the TemplateApply workflow applies it (202): a dormant room
+// takes it at once, a live one at its turn boundary, effective only once its runtime
+// accepted it.
 func (s *Server) saveTemplate(c *gin.Context) error {
 	t, err := s.templateParam(c)
 	if err != nil {
@@ -107,16 +131,38 @@ func (s *Server) saveTemplate(c *gin.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if req.ApplyMode == domain.ApplyAndRestart {
-		return domain.Refuse("apply_mode apply_and_restart needs the TemplateApply workflow, which this Jam does not have yet; save with new_sessions_only")
+	if req.ApplyMode != "" && !domain.ApplyModes.Has(req.ApplyMode) {
+		return validationError(domain.Validations{{Field: "apply_mode", Detail: "want one of " + strings.Join(domain.ApplyModes.Strings(), ", ")}})
 	}
-	saved, err := s.cfg.Store.SaveTemplate(c.Request.Context(), t.ID, req.Normalized(), time.Now())
+	ctx := c.Request.Context()
+	var saved domain.Template
+	if req.ApplyMode == domain.ApplyAndRestart {
+		saved, err = s.cfg.Store.SaveTemplateAndRequestApply(ctx, t.ID, req.Normalized(), time.Now())
+	} else {
+		saved, err = s.cfg.Store.SaveTemplate(ctx, t.ID, req.Normalized(), time.Now())
+	}
 	if errors.Is(err, store.ErrConflict) {
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the agent already has a template with this alias", Cause: err}
 	}
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, templateBody(saved))
+	body := TemplateSaveBody{TemplateBody: templateBody(saved)}
+	if req.ApplyMode != domain.ApplyAndRestart {
+		c.JSON(http.StatusOK, body)
+		return nil
+	}
+	id := workflows.TemplateApplyID(saved.ID, saved.DesiredGeneration)
+	if _, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: id, TaskQueue: workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, workflows.TemplateApply, activities.TemplateApplyInput{Template: saved.ID, Generation: saved.DesiredGeneration}); err != nil {
+		// The save and its requested changes are durable; the apply can be asked again.
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+			Message: "the template was saved but its apply could not be started: the workflow service is unavailable", Cause: err}
+	}
+	body.Operation = &TemplateApplyOperation{WorkflowID: id, WorkflowURL: s.workflowURL(id), Generation: saved.DesiredGeneration}
+	c.JSON(http.StatusAccepted, body)
 	return nil
 }

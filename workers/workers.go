@@ -161,6 +161,7 @@ func registerShared(w worker.Registry, st *store.Store, c client.Client) {
 	w.RegisterWorkflow(workflows.ContinuityReset)
 	w.RegisterWorkflow(workflows.CheckpointDeletion)
 	w.RegisterWorkflow(workflows.WorkspaceOp)
+	w.RegisterWorkflow(workflows.TemplateApply)
 	w.RegisterWorkflow(workflows.HostCleanup)
 	w.RegisterWorkflow(workflows.HostMeasure)
 	w.RegisterWorkflow(workflows.CleanupInspection)

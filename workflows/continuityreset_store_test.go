@@ -45,6 +45,9 @@ func (f *flakyMembers) RetireMember(context.Context, string, uuid.UUID) error {
 	return f.step("retire")
 }
 func (f *flakyMembers) Wake(context.Context, domain.Binding) error { return f.step("wake") }
+func (f *flakyMembers) ApplyConfig(context.Context, string, uuid.UUID, int64) (bool, error) {
+	return false, f.step("apply")
+}
 
 // A start-fresh whose every member step is interrupted once, then run again from the top as
 // after a crash, moves the room to exactly one replacement, archives the source once and

@@ -22,6 +22,7 @@ const (
 	UpdateStop          = "stop"
 	UpdateRestart       = "restart"
 	UpdateRemove        = "remove"
+	UpdateApplyConfig   = "applyConfig"
 	// QueryState answers the session's RoomSessionStatus.
 	QueryState = "state"
 )
@@ -133,6 +134,7 @@ type action struct {
 	stop     domain.SessionStopReason
 	restart  RestartRequest
 	remove   RemoveRequest
+	apply    ApplyConfigRequest
 	done     bool
 	result   RoomSessionStatus
 	finished bool // the workflow ends after this action
@@ -149,6 +151,9 @@ type roomSession struct {
 	sess            *activities.Sessions
 	hosts           *activities.Hosts
 	rt              *activities.Runtimes
+	// candidate is the configuration generation the next prepare starts (0: the effective
+	// one); set only while an apply runs.
+	candidate int64
 }
 
 // RoomSession is the entity workflow of one room's runtime session: it registers the room
@@ -270,6 +275,9 @@ func (r *roomSession) register(ctx workflow.Context) error {
 		}}); err != nil {
 		return err
 	}
+	if err := r.registerApply(ctx); err != nil {
+		return err
+	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRemove,
 		func(ctx workflow.Context, req RemoveRequest) (RoomSessionStatus, error) {
 			return r.enqueue(ctx, &action{name: UpdateRemove, remove: req, finished: req.Final})
@@ -293,7 +301,8 @@ func (r *roomSession) notRetired(what string) error {
 // interrupted first, so a stop never waits for a long turn (its messages stay queued).
 func (r *roomSession) enqueue(ctx workflow.Context, a *action) (RoomSessionStatus, error) {
 	r.actions = append(r.actions, a)
-	if r.s.InTurn {
+	// A configuration apply waits for the turn boundary; everything else interrupts.
+	if r.s.InTurn && a.name != UpdateApplyConfig {
 		r.interrupt(ctx)
 	}
 	if err := workflow.Await(ctx, func() bool { return a.done }); err != nil {
@@ -319,6 +328,8 @@ func (r *roomSession) do(ctx workflow.Context, a *action) {
 	case UpdateRemove:
 		r.teardown(ctx, domain.CheckpointBeforeRemove)
 		r.s.Phase, r.s.Held, r.s.WantLive, r.s.Pokes = domain.PhaseRetired, false, false, 0
+	case UpdateApplyConfig:
+		r.applyConfig(ctx, a.apply.Generation)
 	}
 }
 
@@ -491,7 +502,7 @@ func (r *roomSession) prepare(ctx workflow.Context, node string, sandboxed bool)
 			NonRetryableErrorTypes: []string{activities.ErrTypeExactResume, activities.ErrTypeNoSession}},
 	})
 	var out activities.PrepareRuntimeResult
-	in := activities.PrepareRuntimeInput{RuntimeSession: r.in.RuntimeSession}
+	in := activities.PrepareRuntimeInput{RuntimeSession: r.in.RuntimeSession, ConfigGeneration: r.candidate}
 	if sandboxed {
 		in.Host, in.Sandbox = r.s.Host, r.s.Sandbox
 		// Starting a provider writes its state (a new session, a restore): like a turn, it

@@ -94,6 +94,10 @@ type LeaseRequest struct {
 type ControlRequest struct {
 	Action         string `json:"action"`
 	DiscardChanges bool   `json:"discard_changes,omitempty"`
+	// Replacement (reset_sandbox only) recreates the host for a template edit that changed
+	// its compatibility fingerprint: once the sandbox is destroyed, the host takes the
+	// replacement fingerprint and its members the generation, before they come back.
+	Replacement *activities.CommitHostReplacementInput `json:"replacement,omitempty"`
 }
 
 // ControlMember is one member in a control's result.
@@ -107,9 +111,11 @@ type ControlMember struct {
 
 // ControlResult lists every member a control affected.
 type ControlResult struct {
-	Action           domain.HostAction `json:"action"`
-	Members          []ControlMember   `json:"members"`
-	SandboxDestroyed bool              `json:"sandbox_destroyed"`
+	Action domain.HostAction `json:"action"`
+	// Replaced: the host took a replacement fingerprint and its members the generation.
+	Replaced         bool            `json:"replaced,omitempty"`
+	Members          []ControlMember `json:"members"`
+	SandboxDestroyed bool            `json:"sandbox_destroyed"`
 }
 
 type runtimeHost struct {
@@ -460,6 +466,16 @@ func (r *runtimeHost) control(ctx workflow.Context, req ControlRequest) (Control
 	if err := workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.MarkMember, activities.MarkMemberInput{Host: r.in.Host,
 		HostState: domain.HostParked}).Get(ctx, nil); err != nil {
 		return res, err
+	}
+	if req.Replacement != nil && action == domain.HostResetSandbox {
+		rep := *req.Replacement
+		rep.Host = r.in.Host
+		if err := workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.CommitHostReplacement, rep).Get(ctx, nil); err != nil {
+			// Superseded by a newer save: the members come back on the configuration they had.
+			r.s.LastError = "replacement: " + errorText(err)
+		} else {
+			res.Replaced = true
+		}
 	}
 	r.controlling = false
 	if action == domain.HostStop {

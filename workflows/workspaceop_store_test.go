@@ -106,6 +106,9 @@ func (s stopMembers) StopMember(_ context.Context, _ string, session uuid.UUID, 
 func (stopMembers) RestartMember(context.Context, uuid.UUID) error        { return nil }
 func (stopMembers) RetireMember(context.Context, string, uuid.UUID) error { return nil }
 func (stopMembers) Wake(context.Context, domain.Binding) error            { return nil }
+func (stopMembers) ApplyConfig(context.Context, string, uuid.UUID, int64) (bool, error) {
+	return false, nil
+}
 
 // run executes one WorkspaceOp with the real activities; killAfter names an activity whose
 // side effect happens and whose answer is lost (a worker killed right after it), failing

@@ -182,3 +182,24 @@ func (h *Hosts) RestartMember(ctx context.Context, session uuid.UUID) error {
 	}
 	return nil
 }
+
+// ApplyConfig asks a member's workflow to apply configuration generation gen and waits until
+// it did (or failed, recorded on the session). A session with no workflow, or a retired one,
+// has no runtime to replace: handled=false.
+func (h *Hosts) ApplyConfig(ctx context.Context, updateID string, session uuid.UUID, gen int64) (bool, error) {
+	s := Starter{Client: h.Client}
+	_, err := s.UpdateWithID(ctx, updateID, session, workflows.UpdateApplyConfig, workflows.ApplyConfigRequest{Generation: gen})
+	if workflows.IsNoSession(err) || workflows.IsRetired(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Replace recreates a host for a template edit that changed its compatibility fingerprint:
+// a reset_sandbox control carrying the replacement.
+func (h *Hosts) Replace(ctx context.Context, updateID string, rep activities.CommitHostReplacementInput) (bool, error) {
+	var out workflows.ControlResult
+	err := h.updateHost(ctx, updateID, rep.Host, workflows.UpdateControl,
+		workflows.ControlRequest{Action: string(domain.HostResetSandbox), Replacement: &rep}, &out)
+	return out.Replaced, err
+}

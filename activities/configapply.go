@@ -1,0 +1,154 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
+)
+
+// ErrTypeSuperseded: a newer save of the template replaced the generation being applied; it
+// never becomes effective.
+const ErrTypeSuperseded = "superseded"
+
+func superseded(err error) error {
+	if errors.Is(err, store.ErrSuperseded) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSuperseded, err)
+	}
+	return err
+}
+
+// ConfigRef names one session's configuration generation.
+type ConfigRef struct {
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+	Generation     int64     `json:"generation"`
+	// Reason is why applying it failed (FailConfig).
+	Reason string `json:"reason,omitempty"`
+}
+
+// TemplateApplyInput names the generation of a template to apply.
+type TemplateApplyInput struct {
+	Template   uuid.UUID `json:"template"`
+	Generation int64     `json:"generation"`
+}
+
+// TemplateApplyPlan is what applying a generation touches: sessions applied one by one, and
+// runtime hosts whose compatibility fingerprint the edit changed, recreated once with every
+// member (those members are not in Sessions).
+type TemplateApplyPlan struct {
+	Superseded bool                 `json:"superseded"`
+	Sessions   []uuid.UUID          `json:"sessions"`
+	Hosts      []HostReplacement    `json:"hosts"`
+	Node       map[uuid.UUID]string `json:"node,omitempty"`
+}
+
+// HostReplacement is a runtime host recreated with a replacement fingerprint.
+type HostReplacement struct {
+	Host        uuid.UUID `json:"host"`
+	Fingerprint string    `json:"fingerprint"`
+}
+
+// PlanTemplateApply reads, fenced by the template's desired generation, which sessions and
+// hosts an apply of the generation touches.
+func (s *Sessions) PlanTemplateApply(ctx context.Context, in TemplateApplyInput) (TemplateApplyPlan, error) {
+	out := TemplateApplyPlan{Sessions: []uuid.UUID{}, Hosts: []HostReplacement{}}
+	t, err := s.Store.GetTemplate(ctx, in.Template)
+	if err != nil {
+		return out, err
+	}
+	if t.DesiredGeneration != in.Generation {
+		out.Superseded = true
+		return out, nil
+	}
+	sessions, err := s.Store.TemplateSessions(ctx, in.Template)
+	if err != nil {
+		return out, err
+	}
+	fingerprint := domain.CompatibilityFingerprint(t.Config, "")
+	recreate := map[uuid.UUID]bool{}
+	for _, hs := range sessions {
+		if hs.EffectiveGeneration >= in.Generation {
+			continue
+		}
+		h, err := s.Store.HostOfSession(ctx, hs.RuntimeSessionID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return out, err
+		case h.Sandboxed && t.Config.Sandbox.Enabled && h.Compatibility != fingerprint &&
+			h.State != domain.HostArchived && h.State != domain.HostRemoved:
+			if !recreate[h.ID] {
+				recreate[h.ID] = true
+				out.Hosts = append(out.Hosts, HostReplacement{Host: h.ID, Fingerprint: fingerprint})
+			}
+			continue
+		}
+		out.Sessions = append(out.Sessions, hs.RuntimeSessionID)
+	}
+	return out, nil
+}
+
+// MarkApplying records the session's runtime being replaced by the generation; applied=true
+// when it is effective already.
+func (s *Sessions) MarkApplying(ctx context.Context, in ConfigRef) (bool, error) {
+	applied, err := s.Store.MarkConfigApplying(ctx, in.RuntimeSession, in.Generation, time.Now())
+	return applied, superseded(err)
+}
+
+// CommitConfig makes the generation effective for the session.
+func (s *Sessions) CommitConfig(ctx context.Context, in ConfigRef) error {
+	return superseded(s.Store.CommitConfig(ctx, in.RuntimeSession, in.Generation, time.Now()))
+}
+
+// FailConfig records a failed apply: the old configuration stays effective.
+func (s *Sessions) FailConfig(ctx context.Context, in ConfigRef) error {
+	return s.Store.FailConfig(ctx, in.RuntimeSession, in.Generation, in.Reason, time.Now())
+}
+
+// CommitHostReplacementInput is a host recreated for a template generation.
+type CommitHostReplacementInput struct {
+	Host        uuid.UUID `json:"host"`
+	Template    uuid.UUID `json:"template"`
+	Generation  int64     `json:"generation"`
+	Fingerprint string    `json:"fingerprint"`
+}
+
+// CommitHostReplacement gives the host its replacement fingerprint and its members the
+// generation, at once.
+func (h *Hosts) CommitHostReplacement(ctx context.Context, in CommitHostReplacementInput) error {
+	return superseded(h.Store.CommitHostReplacement(ctx, in.Host, in.Template, in.Generation, in.Fingerprint, time.Now()))
+}
+
+// ApplyMember asks the member's RoomSession to apply the generation (it waits for a running
+// turn to end). A session with no running workflow has no runtime: the generation becomes
+// effective at once.
+func (h *Hosts) ApplyMember(ctx context.Context, in ConfigRef) error {
+	stop := heartbeat(ctx)
+	defer stop()
+	handled, err := h.Members.ApplyConfig(ctx, updateID(ctx), in.RuntimeSession, in.Generation)
+	if err != nil {
+		return typed(err)
+	}
+	if !handled {
+		if err := h.Store.CommitConfig(ctx, in.RuntimeSession, in.Generation, time.Now()); err != nil {
+			return superseded(fmt.Errorf("commit configuration of %s: %w", in.RuntimeSession, err))
+		}
+	}
+	return nil
+}
+
+// ReplaceHost recreates a host for the generation through its RuntimeHost workflow (members
+// stopped, sandbox destroyed once, fingerprint and configuration committed, live members
+// back).
+func (h *Hosts) ReplaceHost(ctx context.Context, in CommitHostReplacementInput) (bool, error) {
+	stop := heartbeat(ctx)
+	defer stop()
+	replaced, err := h.Leases.Replace(ctx, updateID(ctx), in)
+	return replaced, typed(err)
+}

@@ -1,0 +1,85 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// ApplyConfigRequest is the input of UpdateApplyConfig: the template generation to apply.
+type ApplyConfigRequest struct {
+	Generation int64 `json:"generation"`
+}
+
+func (r *roomSession) registerApply(ctx workflow.Context) error {
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateApplyConfig,
+		func(ctx workflow.Context, req ApplyConfigRequest) (RoomSessionStatus, error) {
+			return r.enqueue(ctx, &action{name: UpdateApplyConfig, apply: req})
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ApplyConfigRequest) error {
+			if req.Generation < 1 {
+				return temporal.NewApplicationError("generation must be at least 1", ErrTypeValidation)
+			}
+			return r.notRetired(UpdateApplyConfig)
+		}})
+}
+
+// applyConfig moves the session to configuration generation gen, at a turn boundary (the
+// action waits for a running turn). Without a runtime the generation is effective at once.
+// A live runtime is torn down (before_reset) and the candidate started; only when it runs is
+// the generation committed — fenced, so a superseded save never becomes effective and a
+// stale candidate gives the binding back to the effective configuration. A candidate that
+// fails to start is replaced by the old configuration again and the failure is recorded
+// with the old generation as the recovery target (with both errors if that fails too).
+func (r *roomSession) applyConfig(ctx workflow.Context, gen int64) {
+	jam := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
+			NonRetryableErrorTypes: []string{activities.ErrTypeSuperseded}},
+	})
+	ref := activities.ConfigRef{RuntimeSession: r.in.RuntimeSession, Generation: gen}
+	log := workflow.GetLogger(ctx)
+	if r.s.Phase != domain.PhaseLive {
+		if err := workflow.ExecuteActivity(jam, r.sess.CommitConfig, ref).Get(ctx, nil); err != nil {
+			log.Info("configuration not committed", "runtime_session", r.in.RuntimeSession, "generation", gen, "error", err)
+		}
+		return
+	}
+	var applied bool
+	if err := workflow.ExecuteActivity(jam, r.sess.MarkApplying, ref).Get(ctx, &applied); err != nil || applied {
+		if err != nil {
+			log.Info("configuration not applied", "runtime_session", r.in.RuntimeSession, "generation", gen, "error", err)
+		}
+		return
+	}
+	node, sandboxed := r.s.Node, r.s.Host != uuid.Nil
+	r.teardown(ctx, domain.CheckpointBeforeReset)
+	r.candidate = gen
+	started := r.prepare(ctx, node, sandboxed)
+	r.candidate = 0
+	if started {
+		err := workflow.ExecuteActivity(jam, r.sess.CommitConfig, ref).Get(ctx, nil)
+		if err == nil {
+			return
+		}
+		// Superseded while it started: the stale candidate does not keep the binding.
+		log.Info("candidate configuration superseded", "runtime_session", r.in.RuntimeSession, "generation", gen, "error", err)
+		r.teardown(ctx, domain.CheckpointBeforeReset)
+		r.prepare(ctx, node, sandboxed)
+		return
+	}
+	reason := "the candidate did not start: " + r.s.LastError
+	if !r.prepare(ctx, node, sandboxed) {
+		reason += fmt.Sprintf("; restoring the previous configuration failed too: %s", r.s.LastError)
+	}
+	ref.Reason = reason
+	if err := workflow.ExecuteActivity(jam, r.sess.FailConfig, ref).Get(ctx, nil); err != nil {
+		log.Warn("configuration failure not recorded", "runtime_session", r.in.RuntimeSession, "error", err)
+	}
+}
