@@ -53,6 +53,8 @@ type Runtimes struct {
 	// Sandbox is the node's `sbx` driver source, for sandboxed runtimes.
 	Sandbox *Sandbox
 	Log     *slog.Logger
+	// Pause is the fault-injection point of crash tests (nil in production).
+	Pause func(ctx context.Context, point string)
 	// Env is the environment provider children inherit and resolution reads; nil is os.Environ.
 	Env func() []string
 }
@@ -169,6 +171,9 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 			_ = r.Table.Teardown(context.WithoutCancel(ctx), hs.RuntimeSessionID, domain.CheckpointBeforeStop)
 			return PrepareRuntimeResult{}, fmt.Errorf("record provider session of %s: %w", hs.RuntimeSessionID, err)
 		}
+	}
+	if in.ConfigGeneration > 0 && r.Pause != nil {
+		r.Pause(ctx, "apply.candidate_started")
 	}
 	return PrepareRuntimeResult{Generation: gen, ProviderSessionID: p.ProviderSessionID, Resumed: p.Resumed,
 		Identity: p.Identity, PID: p.PID, IdlePolicy: rt.IdlePolicy(), Activation: l.activation.kind}, nil

@@ -144,3 +144,41 @@ func TestAFingerprintChangeRecreatesTheSharedHostOnceAndPreservesItsSessions(t *
 		t.Fatalf("%d sandbox creations, want the first and the one recreation", n)
 	}
 }
+
+// A worker SIGKILLed while a room's candidate runtime started but before the generation was
+// committed: meanwhile the room truthfully reads applying with the old generation effective;
+// a new worker finishes the apply, and the room runs the new generation — never half-applied.
+func TestAWorkerKilledDuringAnApplyLeavesEveryRoomOnOneGeneration(t *testing.T) {
+	ctx := context.Background()
+	p := startProductionServer(t, "apply-crash-token")
+	c := p.client
+	fw := faultWorker{fault: t.TempDir(), env: append(append(p.base, "JAM_HOME="+t.TempDir()), ownedEnv(t, t.TempDir())...)}
+	w := fw.start(t, "apply.candidate_started")
+	var agent api.AgentBody
+	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "crashy-apply", Kind: domain.AgentOwned}, &agent))
+	liveRoom, live := roomWith(t, c, "live", agent.ID)
+	_, dormant := roomWith(t, c, "quiet", agent.ID)
+	awaitReply(t, c, postText(t, c, liveRoom.ID, "hello"), 90*time.Second)
+	old := getSession(t, c, live).EffectiveGeneration
+	tmpl := templateOf(t, c, agent.ID)
+	cfg := tmpl.TemplateConfig
+	cfg.Args = []string{"--directives", "[[count]]"}
+	saved := saveApplied(t, c, tmpl, cfg)
+	fw.awaitPause(t, "apply.candidate_started")
+	if s := getSession(t, c, live); s.EffectiveGeneration != old || s.PendingChange == nil || s.PendingChange.Status != domain.PendingApplying {
+		t.Fatalf("mid-apply the room must read applying on its old generation: effective %d pending %+v", s.EffectiveGeneration, s.PendingChange)
+	}
+	kill(t, w)
+	w = fw.start(t, "")
+	for _, s := range []uuid.UUID{live, dormant} {
+		awaitConfig(t, c, s, 120*time.Second, func(b api.SessionBody) bool {
+			return b.EffectiveGeneration == saved.DesiredGeneration && b.PendingChange == nil
+		})
+	}
+	if r := awaitReply(t, c, postText(t, c, liveRoom.ID, "after"), 90*time.Second); !strings.Contains(r.Text, "turns remembered") {
+		t.Fatalf("the room does not run the new generation: %q", r.Text)
+	}
+	if code := w.interrupt(45 * time.Second); code != 0 {
+		t.Fatalf("worker exited %d after Ctrl-C", code)
+	}
+}

@@ -120,10 +120,11 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
 	w.node.RegisterActivity(sbx)
 	w.node.RegisterActivity(&activities.Checkpoints{Store: cfg.Store, Layout: layout})
+	pause := faults.FromEnv(os.Getenv)
 	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Table: w.runtimes, Permissions: w.permissions,
-		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes")})
+		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes"), Pause: pause})
 	w.node.RegisterActivity(&activities.Workspaces{Store: cfg.Store, Layout: layout, Sandbox: sbx,
-		Live: func(s uuid.UUID) bool { _, _, ok := w.runtimes.Get(s); return ok }, Pause: faults.FromEnv(os.Getenv)})
+		Live: func(s uuid.UUID) bool { _, _, ok := w.runtimes.Get(s); return ok }, Pause: pause})
 	if cfg.Register != nil {
 		cfg.Register(w.shared, w.node)
 	}
