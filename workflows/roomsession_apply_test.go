@@ -47,7 +47,7 @@ func newApplyEnv() *applyEnv {
 			}
 			return activities.PrepareRuntimeResult{Generation: int64(len(e.prepares)), IdlePolicy: domain.IdleAllow}, nil
 		})
-	e.env.OnActivity(rt.RunTurn, mock.Anything, mock.Anything).After(30*time.Second).Return(
+	e.env.OnActivity(rt.RunTurn, mock.Anything, mock.Anything).After(30 * time.Second).Return(
 		func(context.Context, activities.RunTurnInput) (activities.RunTurnResult, error) {
 			e.ops = append(e.ops, "turn")
 			backlog = 0
@@ -62,7 +62,10 @@ func newApplyEnv() *applyEnv {
 			return nil
 		})
 	e.env.OnActivity(sess.MarkApplying, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.ConfigRef) (bool, error) { e.ops = append(e.ops, "applying"); return false, nil })
+		func(context.Context, activities.ConfigRef) (bool, error) {
+			e.ops = append(e.ops, "applying")
+			return false, nil
+		})
 	e.env.OnActivity(sess.CommitConfig, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.ConfigRef) error {
 			e.ops = append(e.ops, "commit")
