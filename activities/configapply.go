@@ -52,6 +52,8 @@ type TemplateApplyPlan struct {
 type HostReplacement struct {
 	Host        uuid.UUID `json:"host"`
 	Fingerprint string    `json:"fingerprint"`
+	// Members are the template's sessions on the host.
+	Members []uuid.UUID `json:"members"`
 }
 
 // PlanTemplateApply reads, fenced by the template's desired generation, which sessions and
@@ -71,7 +73,7 @@ func (s *Sessions) PlanTemplateApply(ctx context.Context, in TemplateApplyInput)
 		return out, err
 	}
 	fingerprint := domain.CompatibilityFingerprint(t.Config, "")
-	recreate := map[uuid.UUID]bool{}
+	recreate := map[uuid.UUID]int{}
 	for _, hs := range sessions {
 		if hs.EffectiveGeneration >= in.Generation {
 			continue
@@ -83,10 +85,13 @@ func (s *Sessions) PlanTemplateApply(ctx context.Context, in TemplateApplyInput)
 			return out, err
 		case h.Sandboxed && t.Config.Sandbox.Enabled && h.Compatibility != fingerprint &&
 			h.State != domain.HostArchived && h.State != domain.HostRemoved:
-			if !recreate[h.ID] {
-				recreate[h.ID] = true
+			i, ok := recreate[h.ID]
+			if !ok {
+				i = len(out.Hosts)
+				recreate[h.ID] = i
 				out.Hosts = append(out.Hosts, HostReplacement{Host: h.ID, Fingerprint: fingerprint})
 			}
+			out.Hosts[i].Members = append(out.Hosts[i].Members, hs.RuntimeSessionID)
 			continue
 		}
 		out.Sessions = append(out.Sessions, hs.RuntimeSessionID)

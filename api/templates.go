@@ -158,9 +158,10 @@ func (s *Server) saveTemplate(c *gin.Context) error {
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}, workflows.TemplateApply, activities.TemplateApplyInput{Template: saved.ID, Generation: saved.DesiredGeneration}); err != nil {
-		// The save and its requested changes are durable; the apply can be asked again.
+		// The save and its requested changes are durable; saving again (a newer generation,
+		// which supersedes this one) applies it.
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
-			Message: "the template was saved but its apply could not be started: the workflow service is unavailable", Cause: err}
+			Message: "the template was saved but its apply could not be started (the workflow service is unavailable); save it again to apply", Cause: err}
 	}
 	body.Operation = &TemplateApplyOperation{WorkflowID: id, WorkflowURL: s.workflowURL(id), Generation: saved.DesiredGeneration}
 	c.JSON(http.StatusAccepted, body)

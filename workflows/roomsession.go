@@ -137,6 +137,7 @@ type action struct {
 	apply    ApplyConfigRequest
 	done     bool
 	result   RoomSessionStatus
+	err      error
 	finished bool // the workflow ends after this action
 }
 
@@ -308,7 +309,7 @@ func (r *roomSession) enqueue(ctx workflow.Context, a *action) (RoomSessionStatu
 	if err := workflow.Await(ctx, func() bool { return a.done }); err != nil {
 		return RoomSessionStatus{}, err
 	}
-	return a.result, nil
+	return a.result, a.err
 }
 
 func (r *roomSession) do(ctx workflow.Context, a *action) {
@@ -695,6 +696,10 @@ func (r *roomSession) drainFinal(ctx workflow.Context) {
 		}
 		for _, a := range r.actions {
 			a.done, a.result = true, r.status()
+			if a.name == UpdateApplyConfig {
+				// Never run: the caller must not count it as applied.
+				a.err = temporal.NewApplicationError("the session was removed before the apply ran", ErrTypeRetired)
+			}
 		}
 		r.actions = nil
 	}

@@ -63,18 +63,22 @@ func (r *roomSession) applyConfig(ctx workflow.Context, gen int64) {
 	r.candidate = gen
 	started := r.prepare(ctx, node, sandboxed)
 	r.candidate = 0
+	// Messages that waited while the runtime was replaced are served next.
+	defer func() { r.s.Pokes++ }()
+	var reason string
 	if started {
 		err := workflow.ExecuteActivity(jam, r.sess.CommitConfig, ref).Get(ctx, nil)
 		if err == nil {
 			return
 		}
-		// Superseded while it started: the stale candidate does not keep the binding.
-		log.Info("candidate configuration superseded", "runtime_session", r.in.RuntimeSession, "generation", gen, "error", err)
+		// Superseded while it started (or the commit could not be written): the candidate
+		// does not keep the binding.
+		log.Info("candidate configuration not committed", "runtime_session", r.in.RuntimeSession, "generation", gen, "error", err)
+		reason = "the candidate started but was not committed: " + errorText(err)
 		r.teardown(ctx, domain.CheckpointBeforeReset)
-		r.prepare(ctx, node, sandboxed)
-		return
+	} else {
+		reason = "the candidate did not start: " + r.s.LastError
 	}
-	reason := "the candidate did not start: " + r.s.LastError
 	if !r.prepare(ctx, node, sandboxed) {
 		reason += fmt.Sprintf("; restoring the previous configuration failed too: %s", r.s.LastError)
 	}

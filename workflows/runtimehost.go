@@ -411,9 +411,24 @@ var sandboxLifecycleTimeout = 11 * time.Minute
 // membership; every member is stopped (and recorded dormant) before the sandbox is parked or
 // destroyed once; Restart and Reset then bring back only the members that were live. A
 // failure stops the control with the members already stopped persisted as such.
-func (r *runtimeHost) control(ctx workflow.Context, req ControlRequest) (ControlResult, error) {
+func (r *runtimeHost) control(ctx workflow.Context, req ControlRequest) (res ControlResult, err error) {
 	action, _ := domain.HostActions.Parse(req.Action)
-	res := ControlResult{Action: action, Members: []ControlMember{}}
+	res = ControlResult{Action: action, Members: []ControlMember{}}
+	if req.Replacement != nil {
+		// A replacement that fails part-way gives the live members back their runtimes (on
+		// the configuration they had) instead of leaving them stopped.
+		defer func() {
+			if err == nil {
+				return
+			}
+			for _, m := range res.Members {
+				if m.WasLive {
+					_ = workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.RestartMember, activities.StopMemberInput{
+						RuntimeSession: m.RuntimeSession}).Get(ctx, nil)
+				}
+			}
+		}()
+	}
 	r.controlling = true
 	defer func() { r.controlling = false }()
 	var scope []activities.ScopeMember
@@ -447,7 +462,6 @@ func (r *runtimeHost) control(ctx workflow.Context, req ControlRequest) (Control
 		reason = domain.CheckpointBeforeReset
 	}
 	r.checkpoint(ctx, reason) // every member is stopped: the state is quiesced
-	var err error
 	if action == domain.HostResetSandbox {
 		var out activities.RemoveSandboxResult
 		err = workflow.ExecuteActivity(r.nodeCtx(ctx, sandboxLifecycleTimeout, 3), r.sbx.RemoveSandbox,

@@ -62,9 +62,16 @@ func TemplateApply(ctx workflow.Context, in activities.TemplateApplyInput) (Temp
 	for i, s := range plan.Sessions {
 		sessions[i] = workflow.ExecuteActivity(long, h.ApplyMember, activities.ConfigRef{RuntimeSession: s, Generation: in.Generation})
 	}
+	// A recreation that fails is not retried for ever: its members keep the configuration
+	// they had, recorded as failed.
+	replace := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: templateApplyMemberTimeout, HeartbeatTimeout: runtimeHeartbeat,
+		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 3,
+			NonRetryableErrorTypes: []string{activities.ErrTypeSuperseded, ErrTypeValidation}},
+	})
 	hosts := make([]workflow.Future, len(plan.Hosts))
 	for i, rep := range plan.Hosts {
-		hosts[i] = workflow.ExecuteActivity(long, h.ReplaceHost, activities.CommitHostReplacementInput{Host: rep.Host,
+		hosts[i] = workflow.ExecuteActivity(replace, h.ReplaceHost, activities.CommitHostReplacementInput{Host: rep.Host,
 			Template: in.Template, Generation: in.Generation, Fingerprint: rep.Fingerprint})
 	}
 	for i, f := range sessions {
@@ -78,6 +85,16 @@ func TemplateApply(ctx workflow.Context, in activities.TemplateApplyInput) (Temp
 		one := TemplateApplyOne{ID: plan.Hosts[i].Host}
 		if err := f.Get(ctx, &one.Replaced); err != nil {
 			one.Error = errorText(err)
+		}
+		if !one.Replaced {
+			reason := "the runtime host was not recreated for this generation"
+			if one.Error != "" {
+				reason += ": " + one.Error
+			}
+			for _, m := range plan.Hosts[i].Members {
+				_ = workflow.ExecuteActivity(jam, sess.FailConfig, activities.ConfigRef{RuntimeSession: m,
+					Generation: in.Generation, Reason: reason}).Get(ctx, nil)
+			}
 		}
 		out.Hosts = append(out.Hosts, one)
 	}

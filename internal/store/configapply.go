@@ -132,12 +132,14 @@ func (q *Q) CommitConfig(ctx context.Context, session uuid.UUID, gen int64, at t
 }
 
 func (q *Q) commitConfig(ctx context.Context, session uuid.UUID, gen int64, at time.Time) error {
+	if hs, err := q.GetHostSession(ctx, session); err != nil {
+		return err
+	} else if hs.EffectiveGeneration >= gen {
+		return nil // a retried commit whose answer was lost, even if a newer save came since
+	}
 	hs, t, err := q.current(ctx, session, gen)
 	if err != nil {
 		return err
-	}
-	if hs.EffectiveGeneration >= gen {
-		return nil
 	}
 	cfg, err := encodeConfig(t.Config)
 	if err != nil {
