@@ -102,6 +102,14 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		if err != nil {
 			return PrepareRuntimeResult{}, superseded(err)
 		}
+		if cfg.Sandbox.Enabled != (in.Host != uuid.Nil) {
+			// The runtime was placed by the effective configuration: a candidate that turns
+			// sandboxing on or off cannot start in that place. It is refused (the old runtime
+			// comes back, the failure is recorded); once the room is dormant it applies.
+			return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
+				"the new configuration turns sandboxing on or off, which cannot replace a live runtime in place; stop the room, then save the template again",
+				ErrTypeValidation, nil)
+		}
 		hs.Config = cfg
 	}
 	agent, err := r.Store.GetAgent(ctx, hs.AgentID)

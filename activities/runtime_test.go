@@ -190,3 +190,29 @@ func TestPrepareRefusesAnUnknownSession(t *testing.T) {
 	assert.True(t, appErr.NonRetryable())
 	assert.False(t, strings.Contains(err.Error(), "panic"))
 }
+
+// A candidate configuration starts only while its generation is the template's desired one,
+// and never one that turns sandboxing on for a runtime placed host-native.
+func TestACandidateConfigurationIsFencedAndKeepsItsPlacement(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	hs, err := w.st.GetHostSession(ctx, w.session)
+	require.NoError(t, err)
+	tmpl, err := w.st.GetTemplate(ctx, hs.TemplateID)
+	require.NoError(t, err)
+	boxed := tmpl.Config
+	boxed.Sandbox.Enabled = true
+	g1, err := w.st.SaveTemplateAndRequestApply(ctx, tmpl.ID, boxed, time.Now())
+	require.NoError(t, err)
+	_, err = w.env.ExecuteActivity(w.acts.PrepareRuntime, activities.PrepareRuntimeInput{RuntimeSession: w.session,
+		ConfigGeneration: g1.DesiredGeneration})
+	var app *temporal.ApplicationError
+	require.ErrorAs(t, err, &app)
+	require.Equal(t, activities.ErrTypeValidation, app.Type(), "a candidate that turns sandboxing on in place")
+	_, err = w.st.SaveTemplateAndRequestApply(ctx, tmpl.ID, tmpl.Config, time.Now())
+	require.NoError(t, err)
+	_, err = w.env.ExecuteActivity(w.acts.PrepareRuntime, activities.PrepareRuntimeInput{RuntimeSession: w.session,
+		ConfigGeneration: g1.DesiredGeneration})
+	require.ErrorAs(t, err, &app)
+	require.Equal(t, activities.ErrTypeSuperseded, app.Type(), "a superseded candidate")
+}

@@ -99,9 +99,10 @@ func TestApplyAndRestartReachesEveryRoomAndAFailedReplacementKeepsTheOldConfigur
 	awaitConfig(t, c, dormant, 30*time.Second, func(s api.SessionBody) bool { return s.EffectiveGeneration == failed.DesiredGeneration })
 }
 
-// A template edit that changes a Shared host's compatibility fingerprint recreates the host
-// once (one sandbox destroyed, one created) and preserves both rooms' sessions and provider
-// threads.
+// A template edit that changes a Shared host's compatibility fingerprint (here: the network
+// profile, from the resolved developer default to production) recreates the host once (one
+// sandbox destroyed, one created) and preserves both rooms' sessions and provider threads;
+// the recreated host accepts the next bind, allocated by the resolved profile.
 func TestAFingerprintChangeRecreatesTheSharedHostOnceAndPreservesItsSessions(t *testing.T) {
 	e := startSandboxDev(t)
 	c := e.d.client
@@ -118,7 +119,10 @@ func TestAFingerprintChangeRecreatesTheSharedHostOnceAndPreservesItsSessions(t *
 	before := map[uuid.UUID]string{s1: getSession(t, c, s1).ProviderSessionID, s2: getSession(t, c, s2).ProviderSessionID}
 	tmpl := templateOf(t, c, agent)
 	cfg := tmpl.TemplateConfig
-	cfg.Args = []string{"--name", "renamed-agent"} // arguments are part of the host fingerprint
+	if tmpl.NetworkProfile != domain.NetworkDeveloper {
+		t.Fatalf("the resolved profile is %q", tmpl.NetworkProfile)
+	}
+	cfg.NetworkProfile = domain.NetworkProduction // part of the host fingerprint
 	saved := saveApplied(t, c, tmpl, cfg)
 	for _, s := range []uuid.UUID{s1, s2} {
 		awaitConfig(t, c, s, 90*time.Second, func(b api.SessionBody) bool {
@@ -142,6 +146,15 @@ func TestAFingerprintChangeRecreatesTheSharedHostOnceAndPreservesItsSessions(t *
 	}
 	if n := e.commands(t, "create", host.SandboxName); n != 2 {
 		t.Fatalf("%d sandbox creations, want the first and the one recreation", n)
+	}
+	// The next bind: a new room of the agent joins the recreated host.
+	room3, s3 := roomWith(t, c, "three", agent)
+	awaitReply(t, c, postText(t, c, room3.ID, "hello"), 90*time.Second)
+	if got := getSession(t, c, s3); got.EffectiveGeneration != saved.DesiredGeneration {
+		t.Fatalf("the new room runs generation %d", got.EffectiveGeneration)
+	}
+	if hs := hostsOf(t, c, agent); len(hs) != 1 || hs[0].ID != host.ID || len(hs[0].Members) != 3 {
+		t.Fatalf("hosts after the next bind %+v", hs)
 	}
 }
 
