@@ -25,6 +25,8 @@ const (
 	// ErrTypeHostScope: the host's durable membership does not resolve to sessions a control
 	// may act on; nothing was stopped.
 	ErrTypeHostScope = "host_scope"
+	// ErrTypeHostReplacing: the host is being recreated for a template edit; a turn waits.
+	ErrTypeHostReplacing = "host_replacing"
 )
 
 // HostLeases reaches the RuntimeHost workflows from an activity (client calls; the

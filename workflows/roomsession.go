@@ -453,19 +453,26 @@ func (r *roomSession) acquire(ctx workflow.Context, node string) bool {
 // checkpoint of the host runs with every member's turn quiesced. A permit that cannot be
 // taken skips the turn: its messages stay queued.
 func (r *roomSession) permit(ctx workflow.Context, done bool) bool {
+	return r.permitErr(ctx, done) == nil
+}
+
+// replacingBackoff is how long a turn refused by a host recreation waits before asking again.
+var replacingBackoff = 2 * time.Second
+
+func (r *roomSession) permitErr(ctx workflow.Context, done bool) error {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Minute, // a checkpoint in progress holds the permit back
 		HeartbeatTimeout:    runtimeHeartbeat,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 5},
+		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
+			NonRetryableErrorTypes: []string{activities.ErrTypeHostReplacing}},
 	})
 	err := workflow.ExecuteActivity(actx, r.hosts.TurnPermit, activities.TurnPermitInput{
 		Host: r.s.Host, RuntimeSession: r.in.RuntimeSession, Done: done}).Get(ctx, nil)
-	if err != nil {
+	if err != nil && !HasAppErrType(err, activities.ErrTypeHostReplacing) {
 		r.s.LastError = "turn permit: " + errorText(err)
 		workflow.GetLogger(ctx).Warn("turn permit", "runtime_session", r.in.RuntimeSession, "done", done, "error", err)
-		return false
 	}
-	return true
+	return err
 }
 
 // release drops this session's host lease; the host parks its sandbox after the last one.
@@ -543,7 +550,14 @@ func (r *roomSession) turn(ctx workflow.Context) {
 		return // a stop, restart or remove came in while the runtime was prepared: it goes first
 	}
 	if r.s.Leased {
-		if !r.permit(ctx, false) {
+		if err := r.permitErr(ctx, false); err != nil {
+			if HasAppErrType(err, activities.ErrTypeHostReplacing) {
+				// The host is being recreated for a template edit: this room's stop comes
+				// next; the messages wait for the runtime that follows.
+				_ = workflow.Sleep(ctx, replacingBackoff)
+				r.s.Pokes++
+				return
+			}
 			// The host no longer answers for this lease (its workflow ended or lost it): the
 			// runtime cannot be trusted to run there. Tear down and wake again, boundedly.
 			r.teardown(ctx, domain.CheckpointBeforeStop)

@@ -134,3 +134,53 @@ func TestAFailedCandidateRestoresTheOldConfigurationAndRecordsTheFailure(t *test
 		t.Fatalf("ops %v", e.ops)
 	}
 }
+
+// A turn refused because its host is being recreated for a template edit keeps the runtime
+// (no teardown) and its messages, and is asked for again shortly.
+func TestATurnRefusedDuringAHostRecreationWaitsWithoutTearingDown(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Sessions{})
+	env.RegisterActivity(&activities.Runtimes{})
+	env.RegisterActivity(&activities.Hosts{})
+	var sess *activities.Sessions
+	var rt *activities.Runtimes
+	var h *activities.Hosts
+	backlog := 1
+	env.OnActivity(sess.LoadSession, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.LoadSessionInput) (activities.LoadSessionResult, error) {
+			return activities.LoadSessionResult{Backlog: backlog, Lazy: true, IdleSecs: 600, Node: "n1", Sandboxed: true}, nil
+		})
+	env.OnActivity(h.AcquireHost, mock.Anything, mock.Anything).Return(
+		activities.HostLease{Host: uuid.New(), SandboxName: "jam-x", Node: "n1"}, nil)
+	env.OnActivity(h.ReleaseHost, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(rt.PrepareRuntime, mock.Anything, mock.Anything).Return(
+		activities.PrepareRuntimeResult{Generation: 1, IdlePolicy: domain.IdleAllow}, nil)
+	permits := 0
+	env.OnActivity(h.TurnPermit, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.TurnPermitInput) error {
+			if in.Done {
+				return nil
+			}
+			permits++
+			if permits == 2 { // the prepare's permit passed; the first turn's is refused
+				return temporal.NewNonRetryableApplicationError("recreating", activities.ErrTypeHostReplacing, nil)
+			}
+			return nil
+		})
+	turns := 0
+	env.OnActivity(rt.RunTurn, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.RunTurnInput) (activities.RunTurnResult, error) {
+			turns++
+			backlog = 0
+			return activities.RunTurnResult{Outcome: domain.TurnComplete, Messages: 1, Settled: 1}, nil
+		})
+	var teardowns int
+	env.OnActivity(rt.TeardownRuntime, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.TeardownRuntimeInput) error { teardowns++; return nil })
+	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Minute)
+	env.ExecuteWorkflow(RoomSession, RoomSessionInput{RuntimeSession: uuid.New()})
+	if teardowns != 0 || turns != 1 || permits < 3 {
+		t.Fatalf("teardowns %d, turns %d, permits asked %d: the refused turn must wait, not tear down", teardowns, turns, permits)
+	}
+}

@@ -133,9 +133,12 @@ type runtimeHost struct {
 	// ckpts are checkpoints waiting for the loop (manual, or after a turn when due).
 	ckpts       []*ckptRequest
 	controlling bool
-	hosts       *activities.Hosts
-	sbx         *activities.Sandbox
-	ckpt        *activities.Checkpoints
+	// replacing: a recreation for a template edit waits for running turns to end and refuses
+	// new ones (members keep their messages and try again) until its members are stopped.
+	replacing bool
+	hosts     *activities.Hosts
+	sbx       *activities.Sandbox
+	ckpt      *activities.Checkpoints
 }
 
 // RuntimeHost is the entity workflow of one sandboxed runtime host: the members' lease, the
@@ -431,6 +434,15 @@ func (r *runtimeHost) control(ctx workflow.Context, req ControlRequest) (res Con
 	}
 	r.controlling = true
 	defer func() { r.controlling = false }()
+	if req.Replacement != nil {
+		// A template apply reaches a room at its turn boundary: running turns finish, new ones
+		// are refused until every member is stopped.
+		r.replacing = true
+		defer func() { r.replacing = false }()
+		if _, err := workflow.AwaitWithTimeout(ctx, replaceTurnWait, func() bool { return len(r.s.Permits) == 0 }); err != nil {
+			return res, err
+		}
+	}
 	var scope []activities.ScopeMember
 	if err := workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.HostScope,
 		activities.HostScopeInput{Host: r.in.Host, Action: action, DiscardChanges: req.DiscardChanges}).Get(ctx, &scope); err != nil {
@@ -594,8 +606,15 @@ func (r *runtimeHost) checkpointNow(ctx workflow.Context) (activities.CaptureChe
 	return req.result, req.err
 }
 
+// replaceTurnWait bounds how long a recreation waits for running turns before it stops the
+// members anyway (a turn still running then is interrupted; its messages stay queued).
+var replaceTurnWait = 30 * time.Minute
+
 // permit lets a member's turn run unless a checkpoint holds the host quiesced.
 func (r *runtimeHost) permit(ctx workflow.Context, req LeaseRequest) error {
+	if r.replacing {
+		return temporal.NewApplicationError("the host is being recreated for a template change; the turn waits", activities.ErrTypeHostReplacing)
+	}
 	if err := workflow.Await(ctx, func() bool { return !r.s.Quiesced }); err != nil {
 		return err
 	}

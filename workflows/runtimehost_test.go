@@ -30,6 +30,8 @@ type hostEnv struct {
 	hostGone bool
 	// archived: recording a member active fails (the host was archived meanwhile).
 	archived bool
+	// stops are the simulated times members were stopped.
+	stops []time.Time
 }
 
 func newHostEnv(t *testing.T) *hostEnv {
@@ -88,6 +90,7 @@ func newHostEnv(t *testing.T) *hostEnv {
 		})
 	e.env.OnActivity(h.StopMember, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.StopMemberInput) (bool, error) {
+			e.stops = append(e.stops, e.env.Now())
 			e.ops = append(e.ops, "stop:"+string(in.Reason))
 			was := e.live[in.RuntimeSession]
 			e.live[in.RuntimeSession] = false
@@ -378,5 +381,41 @@ func TestTheLastReleaseNamesTheCheckpointByItsReason(t *testing.T) {
 	e.run(time.Minute)
 	if want := []string{"ensure+fence", "host:active", "checkpoint:before_remove", "park", "host:parked"}; !equalOps(e.ops, want) {
 		t.Fatalf("ops %v, want %v", e.ops, want)
+	}
+}
+
+// A recreation for a template edit reaches members at their turn boundary: it waits for the
+// running turn to end before stopping anyone, refuses new turns meanwhile (host_replacing),
+// commits the replacement after the sandbox is gone and brings back the live member.
+func TestAReplacementWaitsForRunningTurnsAndRefusesNewOnes(t *testing.T) {
+	e := newHostEnv(t)
+	var h *activities.Hosts
+	e.env.OnActivity(h.CommitHostReplacement, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.CommitHostReplacementInput) error { e.ops = append(e.ops, "replace"); return nil })
+	a, b := uuid.New(), uuid.New()
+	e.members = []activities.ScopeMember{{RuntimeSession: a}, {RuntimeSession: b}}
+	e.live[a] = true
+	start := e.env.Now()
+	var errs [6]error
+	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(1200*time.Millisecond, UpdateAcquire, LeaseRequest{RuntimeSession: b}, &errs[1])
+	e.update(1500*time.Millisecond, UpdatePermit, LeaseRequest{RuntimeSession: a}, &errs[2])
+	e.update(2*time.Second, UpdateControl, ControlRequest{Action: string(domain.HostResetSandbox),
+		Replacement: &activities.CommitHostReplacementInput{Template: uuid.New(), Generation: 2, Fingerprint: "new"}}, &errs[3])
+	e.update(3*time.Second, UpdatePermit, LeaseRequest{RuntimeSession: b}, &errs[4])
+	e.update(10*time.Second, UpdateUnpermit, LeaseRequest{RuntimeSession: a}, &errs[5])
+	e.run(time.Minute)
+	if errs[0] != nil || errs[1] != nil || errs[2] != nil || errs[3] != nil || errs[5] != nil {
+		t.Fatalf("updates %v", errs)
+	}
+	if !HasAppErrType(errs[4], activities.ErrTypeHostReplacing) {
+		t.Fatalf("a turn during the recreation: %v", errs[4])
+	}
+	if len(e.stops) == 0 || e.stops[0].Sub(start) < 10*time.Second {
+		t.Fatalf("members stopped at %v (start %v), before the running turn ended at 10s", e.stops, start)
+	}
+	want := []string{"stop:host_reset", "stop:host_reset", "checkpoint:before_reset", "remove", "host:parked", "replace", "restart"}
+	if len(e.ops) < len(want) || !equalOps(e.ops[len(e.ops)-len(want):], want) {
+		t.Fatalf("ops %v, want them to end with %v", e.ops, want)
 	}
 }
