@@ -391,7 +391,10 @@ func TestAReplacementWaitsForRunningTurnsAndRefusesNewOnes(t *testing.T) {
 	e := newHostEnv(t)
 	var h *activities.Hosts
 	e.env.OnActivity(h.CommitHostReplacement, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.CommitHostReplacementInput) error { e.ops = append(e.ops, "replace"); return nil })
+		func(context.Context, activities.CommitHostReplacementInput) error {
+			e.ops = append(e.ops, "replace")
+			return nil
+		})
 	a, b := uuid.New(), uuid.New()
 	e.members = []activities.ScopeMember{{RuntimeSession: a}, {RuntimeSession: b}}
 	e.live[a] = true
