@@ -133,18 +133,44 @@ func (s store) load(name string) sandbox {
 
 func (s store) save(sb sandbox) {
 	b, _ := json.Marshal(sb)
-	if err := os.WriteFile(filepath.Join(s.dir, sb.Name, "sandbox.json"), b, 0o600); err != nil {
+	if err := writeAtomic(filepath.Join(s.dir, sb.Name, "sandbox.json"), b); err != nil {
 		fail(1, err.Error())
 	}
+}
+
+// writeAtomic replaces path whole (temporary file, then rename), so a concurrent `sbx ls`
+// never reads a half-written record, as Docker's own state never shows one.
+func writeAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 func (s store) ls(asJSON bool) {
 	entries, _ := os.ReadDir(s.dir)
 	list := []sandbox{}
 	for _, e := range entries {
-		if _, err := os.Stat(filepath.Join(s.dir, e.Name(), "sandbox.json")); err == nil {
-			list = append(list, s.load(e.Name()))
+		// A sandbox removed while we list is simply not listed.
+		b, err := os.ReadFile(filepath.Join(s.dir, e.Name(), "sandbox.json"))
+		if err != nil {
+			continue
 		}
+		var sb sandbox
+		if err := json.Unmarshal(b, &sb); err != nil {
+			fail(1, err.Error())
+		}
+		list = append(list, sb)
 	}
 	if !asJSON {
 		fmt.Println("SANDBOX  AGENT  STATUS  PORTS  WORKSPACE")
@@ -318,7 +344,7 @@ func (s store) policy(args []string) {
 	}
 	save := func() {
 		b, _ := json.Marshal(rules)
-		if err := os.WriteFile(path, b, 0o600); err != nil {
+		if err := writeAtomic(path, b); err != nil {
 			fail(1, err.Error())
 		}
 	}
