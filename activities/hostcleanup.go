@@ -281,7 +281,7 @@ func (w *WorkspaceRecords) WriteCleanupStage(ctx context.Context, in CleanupStag
 			// Persisted with the host out of service, in one transaction that re-checks the
 			// scope: nothing starts on it, nothing is allocated to it, and no member woke since
 			// the preflight.
-			if err := quiet(ctx, q, in.Host); err != nil {
+			if err := quiet(ctx, q, in.Host, nil); err != nil {
 				return err
 			}
 			if err := q.RetireHostForCleanup(ctx, in.Host, now); err != nil {
@@ -390,11 +390,9 @@ func (w *Workspaces) MeasureHost(ctx context.Context, in HostRef) (HostCapacity,
 	return out, nil
 }
 
-func statDir(p string) (os.FileInfo, error) { return os.Lstat(p) }
-
-// quiet refuses (cleanup_blocked) unless every member of the host is dormant and no
-// operation runs on any of its workspaces.
-func quiet(ctx context.Context, q *store.Q, host uuid.UUID) error {
+// quiet refuses (cleanup_blocked) unless every member of the host is dormant, not live in
+// this worker (live may be nil) and no operation runs on any of its workspaces.
+func quiet(ctx context.Context, q *store.Q, host uuid.UUID, live func(uuid.UUID) bool) error {
 	members, err := q.HostMembers(ctx, host)
 	if err != nil {
 		return err
@@ -402,6 +400,10 @@ func quiet(ctx context.Context, q *store.Q, host uuid.UUID) error {
 	for _, m := range members {
 		if m.State != domain.MembershipDormant {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("member %s of host %s is %s", m.RuntimeSession, host, m.State),
+				ErrTypeCleanupBlocked, nil)
+		}
+		if live != nil && live(m.RuntimeSession) {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("member %s has a live runtime in this worker", m.RuntimeSession),
 				ErrTypeCleanupBlocked, nil)
 		}
 		if op, err := q.RunningWorkspaceOperation(ctx, m.RuntimeSession); err != nil {
@@ -417,18 +419,5 @@ func quiet(ctx context.Context, q *store.Q, host uuid.UUID) error {
 // CheckQuiet re-checks, right before a destructive cleanup step, that the host is still
 // quiet: every member dormant and none live in this worker.
 func (w *Workspaces) CheckQuiet(ctx context.Context, in HostRef) error {
-	if err := quiet(ctx, w.Store.Q, in.Host); err != nil {
-		return err
-	}
-	members, err := w.Store.HostMembers(ctx, in.Host)
-	if err != nil {
-		return err
-	}
-	for _, m := range members {
-		if w.Live != nil && w.Live(m.RuntimeSession) {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("member %s has a live runtime in this worker", m.RuntimeSession),
-				ErrTypeCleanupBlocked, nil)
-		}
-	}
-	return nil
+	return quiet(ctx, w.Store.Q, in.Host, w.Live)
 }

@@ -301,7 +301,7 @@ func (w *Workspaces) RestoreExport(ctx context.Context, in WorkspaceRef) error {
 		return err
 	}
 	dest := paths.Session(in.Session)
-	if _, err := statDir(dest); err == nil {
+	if _, err := os.Lstat(dest); err == nil {
 		// Our own restore whose answer was lost holds exactly the export; anything else is
 		// never written over.
 		same, err := ex.MatchesWorkspace(in.Export, dest)
@@ -328,7 +328,7 @@ func (w *Workspaces) RestoreExport(ctx context.Context, in WorkspaceRef) error {
 			return err
 		}
 	}
-	if _, err := statDir(dest); err == nil {
+	if _, err := os.Lstat(dest); err == nil {
 		return nil
 	}
 	// Staged under the host's recovery directory, which no sandbox mounts, then renamed in.

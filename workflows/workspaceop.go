@@ -79,7 +79,7 @@ func WorkspaceOp(ctx workflow.Context, in WorkspaceOpInput) (WorkspaceOpResult, 
 	case domain.WorkspaceActionArchive:
 		err = r.archive()
 	case domain.WorkspaceActionExport:
-		err = r.export(domain.ResultExported)
+		err = r.export()
 	case domain.WorkspaceActionRestore:
 		err = r.restore()
 	case domain.WorkspaceActionDeleteExport:
@@ -164,11 +164,11 @@ func (r *workspaceRun) exportOnly() error {
 	return nil
 }
 
-func (r *workspaceRun) export(result string) error {
+func (r *workspaceRun) export() error {
 	if err := r.exportOnly(); err != nil {
 		return err
 	}
-	return r.finish(activities.FinishWorkspaceOpInput{State: domain.OpSucceeded, ResultClass: result})
+	return r.finish(activities.FinishWorkspaceOpInput{State: domain.OpSucceeded, ResultClass: domain.ResultExported})
 }
 
 // restore: the export's owner must be this workspace; its checkpoint comes back first, then
