@@ -186,3 +186,15 @@ func awaitEvent(t *testing.T, c *client.Client, room uuid.UUID, kind domain.Even
 		t.Fatalf("no %s event in room %s within %s (%v)", kind, room, timeout, err)
 	}
 }
+
+// eventually polls cond until it holds, failing the test after timeout.
+func eventually(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
