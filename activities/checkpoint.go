@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
+	"path/filepath"
 	"time"
 
 	"github.com/google/uuid"
@@ -90,14 +91,14 @@ func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpoin
 	if err != nil {
 		return CaptureCheckpointResult{}, err
 	}
-	entries, err := os.ReadDir(src)
-	if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {
+	held, err := holdsFiles(src)
+	if err != nil {
+		return CaptureCheckpointResult{}, fmt.Errorf("provider state of %s: %w", h.ID, err) // unreadable is not empty
+	}
+	if !held {
 		// Nothing on disk (never written, or lost): a generation would claim sessions it
 		// does not hold.
 		return CaptureCheckpointResult{ID: in.ID, Skipped: true}, nil
-	}
-	if err != nil {
-		return CaptureCheckpointResult{}, fmt.Errorf("provider state of %s: %w", h.ID, err) // unreadable is not empty
 	}
 	gens := checkpoint.Store{Root: paths.Checkpoints()}
 	req := checkpoint.CaptureRequest{Meta: checkpoint.Meta{ID: in.ID, Host: h.ID, Reason: in.Reason, Provider: provider,
@@ -139,4 +140,29 @@ func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpoin
 		}
 	}
 	return out, nil
+}
+
+// errFound stops a walk at the first file.
+var errFound = errors.New("found")
+
+// holdsFiles reports whether dir holds anything but (empty) directories; a missing dir
+// holds nothing. Jam makes the state directories a provider is pointed at, so their
+// presence alone says nothing was written.
+func holdsFiles(dir string) (bool, error) {
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return errFound
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errFound):
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, err
 }

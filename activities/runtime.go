@@ -38,6 +38,8 @@ const (
 	ErrTypeExactResume = "ExactResumeUnavailable"
 	// ErrTypeNoSession: the runtime session does not exist or was removed.
 	ErrTypeNoSession = "RuntimeSessionGone"
+	// ErrTypeExecutableRefused: the provider's executable cannot be resolved or verified.
+	ErrTypeExecutableRefused = "ExecutableRefused"
 )
 
 // turnHeartbeat is how often RunTurn heartbeats while the provider works.
@@ -55,8 +57,10 @@ type Runtimes struct {
 	Log     *slog.Logger
 	// Pause is the fault-injection point of crash tests (nil in production).
 	Pause func(ctx context.Context, point string)
-	// Env is the environment provider children inherit and resolution reads; nil is os.Environ.
-	Env func() []string
+	// Env is the worker's environment, captured at start: executable resolution reads it,
+	// and a host-native provider gets only what provider.HostNativeEnv lets through of it.
+	// nil is the process's.
+	Env []string
 }
 
 // PrepareRuntimeInput names the runtime session to bring up.
@@ -121,15 +125,15 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("transport %q is not run by Jam", hs.Config.Transport), "UnsupportedTransport", nil)
 	}
-	env := os.Environ()
-	if r.Env != nil {
-		env = r.Env()
+	worker := r.Env
+	if worker == nil {
+		worker = os.Environ()
 	}
 	// Heartbeat from here: a restore from a checkpoint may take a while, and a silent
 	// attempt would be timed out and raced by its own retry.
 	stopBeat := heartbeat(ctx)
 	defer stopBeat()
-	l, err := r.launch(ctx, hs, row, in, env)
+	l, err := r.launch(ctx, hs, row, in, worker)
 	if err != nil {
 		return PrepareRuntimeResult{}, err
 	}
@@ -140,7 +144,7 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	}
 	log := r.Log.With("runtime_session", hs.RuntimeSessionID, "generation", gen)
 	spec := provider.Spec{RuntimeSession: hs.RuntimeSessionID, Generation: gen, AgentID: agent.ID, RoomID: hs.RoomID,
-		Transport: hs.Config.Transport, Executable: l.exe, Args: l.args, Env: l.environ(env), Dir: l.dir,
+		Transport: hs.Config.Transport, Executable: l.exe, Args: l.args, Env: l.env, Dir: l.dir,
 		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Briefing: agent.Briefing,
 		Permissions: r.Permissions, Events: r.sink(hs, gen, log), Log: log}
 	rt, p, err := r.Table.Start(ctx, spec)
@@ -188,18 +192,23 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 }
 
 // launch is how the session's provider starts: in its host's sandbox, or host-native with
-// the resolved executable in the session's workspace.
-func (r *Runtimes) launch(ctx context.Context, hs domain.HostSession, row domain.TransportSpec, in PrepareRuntimeInput, env []string) (launch, error) {
+// the resolved executable in the session's workspace. worker is the worker's environment:
+// resolution reads it, and only what HostNativeEnv lets through reaches the provider.
+func (r *Runtimes) launch(ctx context.Context, hs domain.HostSession, row domain.TransportSpec, in PrepareRuntimeInput, worker []string) (launch, error) {
 	if in.Host != uuid.Nil || hs.Config.Sandbox.Enabled {
 		if in.Host == uuid.Nil || r.Sandbox == nil {
 			return launch{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("runtime session %s is sandboxed but no runtime host was leased", hs.RuntimeSessionID), ErrTypeValidation, nil)
 		}
-		return r.sandboxLaunch(ctx, hs, row, in, env)
+		return r.sandboxLaunch(ctx, hs, row, in, worker)
 	}
-	exe, err := r.resolve(ctx, row, hs.Config, env)
+	env, err := provider.HostNativeEnv(worker, row, hs.Config.EnvAllowlist)
 	if err != nil {
-		return launch{}, temporal.NewNonRetryableApplicationError(err.Error(), "ExecutableRefused", err)
+		return launch{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeEnvRefused, err)
+	}
+	exe, err := r.resolve(ctx, row, hs.Config, worker, env)
+	if err != nil {
+		return launch{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeExecutableRefused, err)
 	}
 	dir, err := r.workspace(hs)
 	if err != nil {
@@ -209,12 +218,14 @@ func (r *Runtimes) launch(ctx context.Context, hs domain.HostSession, row domain
 	if len(args) == 0 {
 		args = row.Args
 	}
-	return launch{exe: exe.Path, args: args, dir: dir}, nil
+	return launch{exe: exe.Path, args: args, dir: dir, env: env}, nil
 }
 
-func (r *Runtimes) resolve(ctx context.Context, row domain.TransportSpec, c domain.TemplateConfig, env []string) (provider.ResolvedExecutable, error) {
-	lookup := envLookup(env)
-	req := provider.ExecutableRequest{Command: row.Command, Env: lookup, PATH: lookup("PATH")}
+// resolve finds the provider's executable: the environment default is the worker's (an
+// operator's JAM_<COMMAND>_BIN), the PATH searched and the probes' environment the
+// provider's own.
+func (r *Runtimes) resolve(ctx context.Context, row domain.TransportSpec, c domain.TemplateConfig, worker, env []string) (provider.ResolvedExecutable, error) {
+	req := provider.ExecutableRequest{Command: row.Command, Env: envLookup(worker), PATH: envLookup(env)("PATH"), ProbeEnv: env}
 	if c.Command != "" {
 		req.Explicit = c.Command
 	}

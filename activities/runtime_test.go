@@ -66,9 +66,7 @@ func newWorld(t *testing.T) *world {
 	t.Cleanup(func() { reg.Shutdown(context.Background()) })
 	bin := testagent.Binary(t)
 	acts := &activities.Runtimes{Store: st, Table: reg, Layout: domain.Layout{Root: t.TempDir()}, Log: log,
-		Env: func() []string {
-			return append(os.Environ(), provider.EnvVarFor("jam-testagent")+"="+bin)
-		}}
+		Env: append(os.Environ(), provider.EnvVarFor("jam-testagent")+"="+bin)}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(acts)

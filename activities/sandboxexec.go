@@ -28,19 +28,11 @@ type launch struct {
 	dir  string
 	// envFile is deleted once the provider started (nil host-native).
 	envFile *sandbox.EnvFile
-	// env, when set, replaces the worker's environment for the launched process (the `sbx`
-	// client of a sandboxed runtime gets the driver's credential-free environment).
+	// env is the launched process's environment: a host-native provider's own (never the
+	// worker's whole), or the `sbx` client's credential-free one.
 	env []string
 	// activation is how the provider state was prepared for an exact resume.
 	activation activated
-}
-
-// environ is the launched process's environment: its own when set, else the worker's.
-func (l launch) environ(worker []string) []string {
-	if l.env != nil {
-		return l.env
-	}
-	return worker
 }
 
 func (l launch) release() {
@@ -77,16 +69,9 @@ func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row
 	if src := hs.Config.Sandbox.WorkspaceSource; src == domain.WorkspaceDirectHost || src == domain.WorkspacePrivateHostClone {
 		dir = hs.Config.Sandbox.HostPath
 	}
-	// The provider keeps its continuity state in the provider-state mount, where checkpoints
-	// capture it: JAM_PROVIDER_STATE_DIR always names it, and the catalog's home variable
-	// points the provider itself there.
-	state, err := paths.ProviderState(row.Provider)
+	home, err := providerStateEnv(paths, row)
 	if err != nil {
 		return launch{}, err
-	}
-	home := []string{EnvProviderStateDir + "=" + state}
-	if row.HomeEnv != "" {
-		home = append(home, row.HomeEnv+"="+state)
 	}
 	lookup := envLookup(env)
 	file, explicit, err := sandbox.GuestEnv(hs.Config.EnvAllowlist, func(k string) (string, bool) {
@@ -124,6 +109,26 @@ func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row
 		return launch{}, err
 	}
 	return launch{exe: argv[0], args: argv[1:], dir: dir, envFile: ef, env: sandbox.HostEnv(d.Env), activation: act}, nil
+}
+
+// providerStateEnv points a sandboxed provider's continuity state into the provider-state
+// mount, where checkpoints capture it: JAM_PROVIDER_STATE_DIR always names the mount, and
+// each state variable of the catalog row its directory there (made now: not every provider
+// creates a directory it is pointed at).
+func providerStateEnv(paths workspace.Paths, row domain.TransportSpec) ([]string, error) {
+	state, err := paths.ProviderState(row.Provider)
+	if err != nil {
+		return nil, err
+	}
+	env := []string{EnvProviderStateDir + "=" + state}
+	for _, v := range row.State {
+		dir := filepath.Join(state, v.Sub)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("provider state directory %s: %w", dir, err)
+		}
+		env = append(env, v.Name+"="+dir)
+	}
+	return env, nil
 }
 
 // EnvFiles lists the env files not yet released (tests assert none outlives a spawn).

@@ -35,7 +35,7 @@ func startSandboxDev(t *testing.T) sandboxEnv {
 	e := sandboxEnv{home: filepath.Join(t.TempDir(), "jam-home"), state: t.TempDir(),
 		log: filepath.Join(t.TempDir(), "sbx.log"), agentState: t.TempDir()}
 	e.d = startDevEnv(t, e.home, ownedEnv(t, e.agentState, "JAM_SBX="+fakesbx.Binary(t),
-		"FAKESBX_STATE="+e.state, "FAKESBX_LOG="+e.log, "JAM_TEST_GUEST_VALUE=from-the-host"))
+		"FAKESBX_STATE="+e.state, "FAKESBX_LOG="+e.log, "TEST_GUEST_VALUE=from-the-host"))
 	return e
 }
 
@@ -90,7 +90,7 @@ func (e sandboxEnv) commands(t *testing.T, verb, sandbox string) int {
 func sandboxedAgent(t *testing.T, c *client.Client, name string, placement domain.Placement) uuid.UUID {
 	t.Helper()
 	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportCursorACP, Command: testagent.Binary(t),
-		Args: []string{}, EnvAllowlist: []string{"JAM_TEST_GUEST_VALUE"}, Placement: &placement,
+		Args: []string{}, EnvAllowlist: []string{"TEST_GUEST_VALUE"}, Placement: &placement,
 		Sandbox: domain.SandboxConfig{Enabled: true}}
 	var a api.AgentBody
 	must(t, c.Do(context.Background(), http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: name, Kind: domain.AgentOwned, Template: &tmpl}, &a))
@@ -132,8 +132,8 @@ func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
 	room1, s1 := roomWith(t, c, "one", agent)
 	room2, s2 := roomWith(t, c, "two", agent)
 	for _, room := range []uuid.UUID{room1.ID, room2.ID} {
-		r := awaitReply(t, c, postText(t, c, room, "[[env JAM_TEST_GUEST_VALUE]] [[env JAM_JAM_TESTAGENT_BIN]] [[count]] hi"), 60*time.Second)
-		if !strings.Contains(r.Text, "env JAM_TEST_GUEST_VALUE=from-the-host") || !strings.Contains(r.Text, "env JAM_JAM_TESTAGENT_BIN=(unset)") {
+		r := awaitReply(t, c, postText(t, c, room, "[[env TEST_GUEST_VALUE]] [[env JAM_JAM_TESTAGENT_BIN]] [[count]] hi"), 60*time.Second)
+		if !strings.Contains(r.Text, "env TEST_GUEST_VALUE=from-the-host") || !strings.Contains(r.Text, "env JAM_JAM_TESTAGENT_BIN=(unset)") {
 			t.Fatalf("the guest's environment: %q", r.Text)
 		}
 	}

@@ -56,6 +56,9 @@ type Config struct {
 	Register func(shared, node worker.Registry)
 	// Factories override the runtime adapters by provider family (DefaultFactories).
 	Factories map[domain.Provider]provider.Factory
+	// Env is the environment executable resolution reads and host-native providers get
+	// their allowed variables from; nil is the process's, read once at start.
+	Env []string
 }
 
 // Workers are a node's running workers and its heartbeat.
@@ -121,8 +124,12 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	w.node.RegisterActivity(sbx)
 	w.node.RegisterActivity(&activities.Checkpoints{Store: cfg.Store, Layout: layout})
 	pause := faults.FromEnv(os.Getenv)
+	env := cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
 	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Table: w.runtimes, Permissions: w.permissions,
-		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes"), Pause: pause})
+		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes"), Pause: pause, Env: env})
 	w.node.RegisterActivity(&activities.Workspaces{Store: cfg.Store, Layout: layout, Sandbox: sbx,
 		Live: func(s uuid.UUID) bool { _, _, ok := w.runtimes.Get(s); return ok }, Pause: pause})
 	if cfg.Register != nil {

@@ -1,6 +1,9 @@
 package domain
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // Provider is the provider family a transport speaks for.
 type Provider string
@@ -81,10 +84,31 @@ type TransportSpec struct {
 	// SecretService is the Docker service secret (`sbx secret`) an api_key runtime of this
 	// transport needs in a sandbox; "" when none applies.
 	SecretService string
-	// HomeEnv names the variable that points a sandboxed provider at its state directory
-	// (the provider-state mount), "" when the provider has none.
-	HomeEnv string
+	// State names the variables that say where the provider keeps its continuity state
+	// (conversations, thread index). A sandboxed session's are pointed into the
+	// provider-state mount, where checkpoints capture them; a host-native session gets the
+	// operator's values passed through.
+	State []StateVar
+	// ConfigEnv names the variables the provider reads its configuration and login from;
+	// a host-native session gets them passed through when the operator set them.
+	ConfigEnv []string
+	// ReadyTimeout bounds the provider's start handshake (spawn to a bound session).
+	ReadyTimeout time.Duration
 }
+
+// StateVar is one variable that locates part of a provider's continuity state.
+type StateVar struct {
+	Name string
+	// Sub is the directory under the provider-state mount it points at ("" the mount).
+	Sub string
+}
+
+// DefaultReadyTimeout bounds a provider's start handshake when its row names no bound.
+const DefaultReadyTimeout = 60 * time.Second
+
+// xdgEnv are the XDG base directories; providers that follow them read config and keep
+// data there.
+var xdgEnv = []string{"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"}
 
 // sevenCells is the sandbox matrix of Codex, Copilot, Claude Code and Cursor: every
 // configuration and workspace source on a Dedicated host, and exactly one Shared cell
@@ -111,27 +135,40 @@ var transportCatalog = []TransportSpec{
 	{Transport: TransportCodexAppServer, Label: "Codex", Command: "codex", Args: []string{"app-server"},
 		Provider: ProviderCodex, AuthModes: []AuthMode{AuthProviderLogin, AuthAPIKey},
 		Settings: []string{"model", "reasoning_effort", "approval_policy", "sandbox_mode"},
-		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells, SandboxAgent: "codex", HomeEnv: "CODEX_HOME", SecretService: "openai"},
+		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells, SandboxAgent: "codex", SecretService: "openai",
+		State: []StateVar{{Name: "CODEX_HOME"}}, ConfigEnv: []string{"CODEX_SQLITE_HOME"}, ReadyTimeout: 60 * time.Second},
 	{Transport: TransportCopilotSDK, Label: "GitHub Copilot", Command: "copilot", Args: []string{"--headless", "--no-auto-update", "--stdio"},
 		Provider: ProviderCopilot, AuthModes: []AuthMode{AuthProviderLogin},
 		Settings: []string{"model"},
-		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells, SandboxAgent: "copilot"},
+		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells, SandboxAgent: "copilot",
+		State: []StateVar{{Name: "COPILOT_HOME"}}, ConfigEnv: xdgEnv, ReadyTimeout: 90 * time.Second},
 	{Transport: TransportClaudeCodeCLI, Label: "Claude Code", Command: "claude",
 		Provider: ProviderClaude, AuthModes: []AuthMode{AuthProviderLogin, AuthAPIKey},
 		Settings: []string{"model", "permission_mode"},
-		Owned:    true, IdlePolicy: IdleKeepAlive, Cells: sevenCells, SandboxAgent: "claude", HomeEnv: "CLAUDE_CONFIG_DIR", SecretService: "anthropic"},
+		Owned:    true, IdlePolicy: IdleKeepAlive, Cells: sevenCells, SandboxAgent: "claude", SecretService: "anthropic",
+		State: []StateVar{{Name: "CLAUDE_CONFIG_DIR"}}, ReadyTimeout: 60 * time.Second},
 	{Transport: TransportACP, Label: "ACP agent", Command: "jam-testagent",
 		Provider: ProviderACP, AuthModes: []AuthMode{AuthAgentManaged},
 		Settings: []string{"model", "mode"},
-		Owned:    true, IdlePolicy: IdleAllow},
+		Owned:    true, IdlePolicy: IdleAllow,
+		// jam-testagent, the default command, keeps its sessions in JAM_TESTAGENT_STATE_DIR.
+		State: []StateVar{{Name: "JAM_TESTAGENT_STATE_DIR"}}, ConfigEnv: xdgEnv, ReadyTimeout: 30 * time.Second},
 	{Transport: TransportOpenCode, Label: "OpenCode", Command: "opencode", Args: []string{"acp"},
 		Provider: ProviderOpenCode, AuthModes: []AuthMode{AuthAgentManaged},
 		Settings: []string{"model", "mode"},
-		Owned:    true, IdlePolicy: IdleAllow, Cells: openCodeCells, SandboxAgent: "opencode"},
+		Owned:    true, IdlePolicy: IdleAllow, Cells: openCodeCells, SandboxAgent: "opencode",
+		// OpenCode keeps its database in $XDG_DATA_HOME/opencode and small state in
+		// $XDG_STATE_HOME/opencode; its config and cache stay where the operator has them.
+		// Its cold start to the ACP handshake takes 7–10 s on a 2-core machine.
+		State:     []StateVar{{Name: "XDG_DATA_HOME", Sub: "data"}, {Name: "XDG_STATE_HOME", Sub: "state"}},
+		ConfigEnv: []string{"XDG_CONFIG_HOME", "XDG_CACHE_HOME", "OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR"}, ReadyTimeout: 90 * time.Second},
 	{Transport: TransportCursorACP, Label: "Cursor", Command: "cursor-agent", Args: []string{"acp"},
 		Provider: ProviderCursor, AuthModes: []AuthMode{AuthProviderLogin},
 		Settings: []string{"model"},
-		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells, SandboxAgent: "cursor"},
+		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells, SandboxAgent: "cursor",
+		// cursor-agent keeps its chats (and cli-config.json) in CURSOR_CONFIG_DIR, else
+		// $XDG_CONFIG_HOME/cursor, else ~/.cursor.
+		State: []StateVar{{Name: "CURSOR_CONFIG_DIR"}}, ConfigEnv: xdgEnv, ReadyTimeout: 60 * time.Second},
 	{Transport: TransportAttachInbox, Label: "Attached agent (pull)", Provider: ProviderPull,
 		IdlePolicy: IdleAllow},
 	{Transport: TransportPTY, Label: "Terminal (legacy)", Provider: ProviderPull, Legacy: true,
@@ -161,4 +198,12 @@ func ResolvePlacement(p *Placement) Placement {
 		return PlacementDedicated
 	}
 	return *p
+}
+
+// Ready is the row's start-handshake bound.
+func (s TransportSpec) Ready() time.Duration {
+	if s.ReadyTimeout > 0 {
+		return s.ReadyTimeout
+	}
+	return DefaultReadyTimeout
 }

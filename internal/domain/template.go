@@ -69,6 +69,10 @@ func IsCustodyEnvKey(name string) bool {
 	return false
 }
 
+// IsJamEnvKey reports whether name is one of Jam's own configuration variables (database
+// URL, listen addresses, tokens): none enters a runtime unless Jam hands it deliberately.
+func IsJamEnvKey(name string) bool { return strings.HasPrefix(strings.ToUpper(name), "JAM_") }
+
 // IsSecretLikeEnvKey reports whether a name looks like it carries a secret.
 func IsSecretLikeEnvKey(name string) bool {
 	upper := strings.ToUpper(name)
@@ -160,6 +164,8 @@ func (c TemplateConfig) validateEnv(v *Validations) {
 			v.Add(field, "must be an environment variable name")
 		case IsCustodyEnvKey(name):
 			v.Add(field, name+" holds an agent or operator credential and never enters a runtime")
+		case IsJamEnvKey(name):
+			v.Add(field, name+" is Jam's own configuration and never enters a runtime")
 		case c.Sandbox.Enabled && IsSecretLikeEnvKey(name):
 			v.Add(field, name+" looks like a secret; a sandboxed runtime receives credentials only as Docker service secrets")
 		case seen[name]:

@@ -72,6 +72,9 @@ type ExecutableRequest struct {
 	VersionArgs []string
 	// ProbeTimeout bounds each version probe; 0 means 5s.
 	ProbeTimeout time.Duration
+	// ProbeEnv is the environment a version probe runs with (the one the provider would
+	// get); nil is the worker's. PATH is set to the searched PATH either way.
+	ProbeEnv []string
 }
 
 // ResolvedExecutable is the executable to run. Path is always absolute.
@@ -299,11 +302,18 @@ func probe(ctx context.Context, req ExecutableRequest, c *Candidate) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = probeWaitDelay
+	// A probe runs the candidate's own code: it gets the provider's environment, not the
+	// worker's secrets.
+	env := req.ProbeEnv
+	if env == nil {
+		env = os.Environ()
+	}
 	if req.PATH != "" {
 		// A candidate found on the searched PATH (an npm shim's "#!/usr/bin/env node") must
 		// see that PATH, not the worker's.
-		cmd.Env = withPATH(os.Environ(), req.PATH)
+		env = withEnv(env, []string{"PATH=" + req.PATH})
 	}
+	cmd.Env = env
 	err := cmd.Run()
 	if cmd.Process != nil {
 		// Nothing a version probe started may outlive it.
@@ -326,17 +336,6 @@ func probe(ctx context.Context, req ExecutableRequest, c *Candidate) error {
 		c.Version = ""
 		return fmt.Errorf("version probe failed: %w", err)
 	}
-}
-
-// withPATH returns env with PATH set to path.
-func withPATH(env []string, path string) []string {
-	out := make([]string, 0, len(env)+1)
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "PATH=") {
-			out = append(out, kv)
-		}
-	}
-	return append(out, "PATH="+path)
 }
 
 // boundedBuffer keeps the first limit bytes and silently drops the rest, so a chatty

@@ -42,6 +42,9 @@ func ValidateEnv(pairs []string) error {
 // releases accept --env-file without delivering it, and these must arrive). Both are checked.
 func GuestEnv(allowlist []string, lookup func(string) (string, bool), providerHome []string) (file, explicit []string, err error) {
 	for _, name := range allowlist {
+		if domain.IsJamEnvKey(name) {
+			return nil, nil, fmt.Errorf("%w: %s is Jam's own configuration", ErrEnvRefused, name)
+		}
 		if v, ok := lookup(name); ok {
 			file = append(file, name+"="+v)
 		}
@@ -95,13 +98,13 @@ func (e *EnvFile) Release() {
 }
 
 // HostEnv is the environment the `sbx` CLI itself runs with on the host: the worker's, less
-// custody keys and secret-looking names. `sbx` needs its own configuration (PATH, HOME,
-// DOCKER_*), never Jam's or a provider's credentials.
+// custody keys, Jam's own configuration and secret-looking names. `sbx` needs its own
+// configuration (PATH, HOME, DOCKER_*), never Jam's or a provider's credentials.
 func HostEnv(env []string) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		if domain.IsCustodyEnvKey(name) || domain.IsSecretLikeEnvKey(name) {
+		if domain.IsCustodyEnvKey(name) || domain.IsJamEnvKey(name) || domain.IsSecretLikeEnvKey(name) {
 			continue
 		}
 		out = append(out, kv)
