@@ -96,7 +96,7 @@ func RunDev(ctx context.Context, o Options) (err error) {
 	srv, err := startAPI(api.Config{
 		Store: st, Temporal: tc, Band: b, Lifecycle: starter, Sessions: starter, Hosts: &roomctl.Hosts{Client: tc}, TemporalUI: ts.UIURL(),
 		Namespace: o.Namespace, Token: token.Value, Version: o.Version, Logger: log.With("component", "api"),
-	}, o.Listen)
+	}, o.Listen, o.HTTP)
 	if err != nil {
 		return err
 	}
