@@ -36,6 +36,9 @@ type Options struct {
 	// TemporalListen and UIListen are where `jam dev` serves its embedded Temporal and Web UI.
 	TemporalListen string
 	UIListen       string
+	// AllowRemoteUI lets TemporalListen and UIListen be non-loopback addresses; both serve
+	// without Jam's token.
+	AllowRemoteUI bool
 	// TemporalUIURL is the Web UI that API answers link workflows to (jam server; jam dev
 	// links its embedded UI).
 	TemporalUIURL string

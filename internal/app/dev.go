@@ -18,6 +18,9 @@ import (
 // a worker for this node and the API. Shutdown goes API, worker (running activities get
 // workers.DefaultStopTimeout to finish), Temporal, store.
 func RunDev(ctx context.Context, o Options) (err error) {
+	if err := o.checkDevListen(); err != nil {
+		return err
+	}
 	lock, err := o.claimHome()
 	if err != nil {
 		return err
