@@ -125,9 +125,9 @@ func newAgentCmd(_ *globals) *cobra.Command {
 	addKeyFlag(receive, cf, "the agent's API key")
 
 	cmd.AddCommand(create, list, show, edit, del,
-		intent("stop", "Stop every room's runtime and keep it stopped"),
-		intent("start", "Allow the agent's runtimes to run again"),
-		intent("restart", "Restart every room's runtime"),
+		intent("stop", "Stop the agent and keep it stopped: an owned agent's runtimes stop, an attached agent's key is refused; messages stay queued"),
+		intent("start", "Let the agent run again: owned rooms with queued messages wake, an attached agent's key works again"),
+		intent("restart", "Restart every room's runtime (owned agents)"),
 		receive)
 	return cmd
 }
