@@ -115,7 +115,7 @@ func newAgentCmd(_ *globals) *cobra.Command {
 				if out.AckRequiredMessageID != nil {
 					fmt.Fprintf(w, "still unsettled, reply or ack it first:\n")
 				}
-				_, err := fmt.Fprintf(w, "message %s from %s (lease %s):\n%s\n", out.Message.ID, author(*out.Message), out.LeaseID, out.Message.Text)
+				_, err := fmt.Fprintf(w, "message %s from %s (lease %s):\n%s\n", out.Message.ID, newAuthorNamer(cf, cmd).name(*out.Message), out.LeaseID, out.Message.Text)
 				return err
 			})
 		},
@@ -130,13 +130,6 @@ func newAgentCmd(_ *globals) *cobra.Command {
 		intent("restart", "Restart every room's runtime (owned agents)"),
 		receive)
 	return cmd
-}
-
-func author(m api.MessageBody) string {
-	if m.AuthorKind == domain.ParticipantAgent && m.AuthorAgentID != nil {
-		return "agent " + m.AuthorAgentID.String()
-	}
-	return m.AuthorHuman
 }
 
 // showJSON prints one resource.
