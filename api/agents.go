@@ -217,18 +217,24 @@ func (s *Server) deleteAgent(c *gin.Context) error {
 }
 
 // runIntent persists the intent first, then tells the lifecycle: a kept stop survives a
-// restart of Jam because the record, not a process, says so.
+// restart of Jam because the record, not a process, says so. An attached agent has no
+// runtime: stopped, its key is refused (agent_stopped) and a waiting receive ends, while its
+// inbound queue keeps what is posted until it is started.
 func (s *Server) runIntent(intent domain.RunIntent, restart bool) func(c *gin.Context) error {
 	return func(c *gin.Context) error {
 		a, err := s.agentParam(c)
 		if err != nil {
 			return err
 		}
-		if a.Kind != domain.AgentOwned {
-			return domain.Refuse("only owned agents have runtimes to stop or start; %s is attached", a.Name)
+		if restart && a.Kind != domain.AgentOwned {
+			return domain.Refuse("%s is attached and has no runtime to restart; stop and start it instead", a.Name)
 		}
 		if a, err = s.cfg.Store.SetAgentRunIntent(c.Request.Context(), a.ID, intent, time.Now()); err != nil {
 			return err
+		}
+		if a.Kind != domain.AgentOwned {
+			c.JSON(http.StatusOK, agentBody(a))
+			return nil
 		}
 		if err := s.cfg.Lifecycle.AgentRunIntent(c.Request.Context(), a.ID, intent, restart); err != nil {
 			return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,

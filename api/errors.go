@@ -29,6 +29,9 @@ const (
 	CodeTimeout          = "timeout"
 	CodeUpstream         = "upstream_failed"
 	CodeCanceled         = "canceled"
+	// CodeAgentStopped: the agent whose key made the request is stopped (403) until an
+	// operator starts it.
+	CodeAgentStopped = "agent_stopped"
 )
 
 // statusClientClosed is the (nginx) status for a request whose client went away; it is
@@ -72,6 +75,11 @@ func notFound(what string, cause error) *Error {
 	return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: what + " not found", Cause: cause}
 }
 
+func agentStopped(cause error) *Error {
+	return &Error{Status: http.StatusForbidden, Code: CodeAgentStopped,
+		Message: "this agent is stopped; its key is refused until an operator starts it (jam agent start)", Cause: cause}
+}
+
 func validationError(vs domain.Validations) *Error {
 	out := make([]FieldError, len(vs))
 	for i, v := range vs {
@@ -93,6 +101,8 @@ func toError(err error) *Error {
 		return ve
 	}
 	switch {
+	case errors.Is(err, domain.ErrAgentStopped):
+		return agentStopped(err)
 	case errors.Is(err, domain.ErrPrecondition):
 		e := &Error{Status: http.StatusUnprocessableEntity, Code: CodePrecondition, Message: "the request cannot be carried out now", Cause: err}
 		var pe *domain.PreconditionError

@@ -23,6 +23,25 @@ type HealthBody struct {
 	Message string `json:"message,omitempty"`
 }
 
+// withoutBody answers a HEAD request like its GET, status and headers, but drops the body
+// (net/http drops it on the wire too; this also keeps it out of recorders and middleware).
+func withoutBody(c *gin.Context) {
+	c.Writer = bodyless{c.Writer}
+	c.Next()
+}
+
+type bodyless struct{ gin.ResponseWriter }
+
+func (w bodyless) Write(b []byte) (int, error) {
+	w.WriteHeaderNow()
+	return len(b), nil
+}
+
+func (w bodyless) WriteString(s string) (int, error) {
+	w.WriteHeaderNow()
+	return len(s), nil
+}
+
 func (s *Server) healthz(c *gin.Context) error {
 	c.JSON(http.StatusOK, HealthBody{Status: "ok", Version: s.cfg.Version})
 	return nil

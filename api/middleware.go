@@ -115,15 +115,19 @@ func (s *Server) requireOperator(c *gin.Context) {
 	}
 }
 
-// requireAnyone admits the operator and attached agents; handlers check what each may do.
+// requireAnyone admits the operator and attached agents that are not stopped; handlers
+// check what each may do.
 func (s *Server) requireAnyone(c *gin.Context) {
 	p, ok := s.authenticate(c)
-	if !ok {
+	switch {
+	case !ok:
 		s.unauthorized(c)
-		return
+	case p.agent != nil && p.agent.RunIntent == domain.RunIntentStopped:
+		s.writeError(c, agentStopped(fmt.Errorf("agent %s: %w", p.agent.ID, domain.ErrAgentStopped)))
+	default:
+		c.Set(principalKey, p)
+		c.Next()
 	}
-	c.Set(principalKey, p)
-	c.Next()
 }
 
 func principalOf(c *gin.Context) principal {

@@ -101,7 +101,10 @@ func (s *Server) receive(c *gin.Context) error {
 	}
 	body := ReceiveBody{LeaseID: lease}
 	if claim != nil {
-		mb := messageBody(claim.Message)
+		mb, err := s.authorNames(me).body(c.Request.Context(), claim.Message)
+		if err != nil {
+			return err
+		}
 		body.Message, body.DeliveryCount = &mb, claim.Inbound.DeliveryCount
 		if claim.AckRequired {
 			body.AckRequiredMessageID = &claim.Message.ID
@@ -146,7 +149,10 @@ func (s *Server) settle(c *gin.Context, how domain.Settlement, text string) erro
 	}
 	body := SettleBody{MessageID: msg, Settlement: how}
 	if reply != nil {
-		rb := messageBody(*reply)
+		rb, err := s.authorNames(me).body(c.Request.Context(), *reply)
+		if err != nil {
+			return err
+		}
 		body.Reply = &rb
 	}
 	c.JSON(http.StatusOK, body)

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -106,10 +108,12 @@ type MessageBody struct {
 	RoomID        uuid.UUID              `json:"room_id"`
 	AuthorKind    domain.ParticipantKind `json:"author_kind"`
 	AuthorAgentID *uuid.UUID             `json:"author_agent_id,omitempty"`
-	AuthorHuman   string                 `json:"author_human,omitempty"`
-	Text          string                 `json:"text"`
-	ReplyTo       *uuid.UUID             `json:"reply_to,omitempty"`
-	CreatedAt     time.Time              `json:"created_at"`
+	// AuthorAgentName is the authoring agent's name (absent once the agent is deleted).
+	AuthorAgentName string     `json:"author_agent_name,omitempty"`
+	AuthorHuman     string     `json:"author_human,omitempty"`
+	Text            string     `json:"text"`
+	ReplyTo         *uuid.UUID `json:"reply_to,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
 }
 
 // MessageList is a page of a transcript; NextCursor is the `after` of the next page, empty
@@ -122,6 +126,42 @@ type MessageList struct {
 func messageBody(m domain.Message) MessageBody {
 	return MessageBody{ID: m.ID, Seq: m.Seq, RoomID: m.RoomID, AuthorKind: m.AuthorKind, AuthorAgentID: m.AuthorAgentID,
 		AuthorHuman: m.AuthorHuman, Text: m.Text, ReplyTo: m.ReplyTo, CreatedAt: m.CreatedAt}
+}
+
+// authorNames resolves the names of authoring agents for one request, each agent once.
+type authorNames struct {
+	store *store.Store
+	names map[uuid.UUID]string
+}
+
+// authorNames starts a resolver that already knows the given agents.
+func (s *Server) authorNames(known ...domain.Agent) *authorNames {
+	n := &authorNames{store: s.cfg.Store, names: map[uuid.UUID]string{}}
+	for _, a := range known {
+		n.names[a.ID] = a.Name
+	}
+	return n
+}
+
+// body is messageBody with the authoring agent's name; an agent deleted since has none.
+func (n *authorNames) body(ctx context.Context, m domain.Message) (MessageBody, error) {
+	b := messageBody(m)
+	if m.AuthorAgentID == nil {
+		return b, nil
+	}
+	name, ok := n.names[*m.AuthorAgentID]
+	if !ok {
+		a, err := n.store.GetAgent(ctx, *m.AuthorAgentID)
+		switch {
+		case err == nil:
+			name = a.Name
+		case !errors.Is(err, store.ErrNotFound):
+			return MessageBody{}, fmt.Errorf("name the author of message %s: %w", m.ID, err)
+		}
+		n.names[*m.AuthorAgentID] = name
+	}
+	b.AuthorAgentName = name
+	return b, nil
 }
 
 // Transcript paging bounds.
@@ -251,7 +291,9 @@ func (s *Server) postMessage(c *gin.Context) error {
 		return err
 	}
 	m := domain.Message{RoomID: r.ID, Text: req.Text}
+	names := s.authorNames()
 	if p := principalOf(c); p.agent != nil {
+		names = s.authorNames(*p.agent)
 		if req.Author != "" {
 			return validationError(domain.Validations{{Field: "author", Detail: "an agent posts as itself; omit author"}})
 		}
@@ -268,7 +310,11 @@ func (s *Server) postMessage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusCreated, messageBody(posted))
+	body, err := names.body(c.Request.Context(), posted)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, body)
 	return nil
 }
 
@@ -317,8 +363,11 @@ func (s *Server) listMessages(c *gin.Context) error {
 		return err
 	}
 	out := MessageList{Items: make([]MessageBody, len(msgs))}
+	names := s.authorNames()
 	for i, m := range msgs {
-		out.Items[i] = messageBody(m)
+		if out.Items[i], err = names.body(c.Request.Context(), m); err != nil {
+			return err
+		}
 	}
 	if len(msgs) == limit {
 		out.NextCursor = strconv.FormatInt(msgs[len(msgs)-1].Seq, 10)

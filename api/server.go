@@ -71,6 +71,9 @@ func New(cfg Config) (*Server, error) {
 
 	e.GET("/healthz", s.handler(s.healthz))
 	e.GET("/readyz", s.handler(s.readyz))
+	// Probes and load balancers often ask with HEAD: the same answer without the body.
+	e.HEAD("/healthz", withoutBody, s.handler(s.healthz))
+	e.HEAD("/readyz", withoutBody, s.handler(s.readyz))
 	e.GET("/v1/openapi.json", s.handler(s.openAPI))
 
 	op := e.Group("/v1", s.requireOperator)

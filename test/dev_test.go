@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -193,4 +194,60 @@ func TestCLIReadsTheDevTokenAndPrintsNodes(t *testing.T) {
 		t.Fatalf("wrong token: %v", err)
 	}
 	d.stop(t)
+}
+
+// A listen address jam dev cannot use stops it before it starts anything: a non-zero exit,
+// one line on stderr naming the address and the flag and variable that move it, no panic.
+// (With the Temporal port taken it used to log "address already in use" and then panic in
+// the embedded frontend.)
+func TestDevRefusesATakenOrRemoteAddressInOneLineWithoutPanicking(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	cases := []struct {
+		name   string
+		flag   string
+		env    string
+		value  string
+		viaEnv bool
+		want   []string
+	}{
+		{"temporal port taken", "temporal-listen", "JAM_DEV_TEMPORAL_LISTEN", addr, false, []string{addr, "in use"}},
+		{"ui port taken, from the environment", "ui-listen", "JAM_DEV_UI_LISTEN", addr, true, []string{addr, "in use"}},
+		{"api port taken", "listen", "JAM_LISTEN", addr, false, []string{addr, "in use"}},
+		{"remote web ui", "ui-listen", "JAM_DEV_UI_LISTEN", "0.0.0.0:0", false, []string{"0.0.0.0:0", "--allow-remote-ui", "JAM_DEV_ALLOW_REMOTE_UI"}},
+		{"remote frontend, from the environment", "temporal-listen", "JAM_DEV_TEMPORAL_LISTEN", "0.0.0.0:0", true, []string{"0.0.0.0:0", "--allow-remote-ui"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"dev", "--ephemeral", "--node", devNode}
+			var env []string
+			for _, f := range []string{"listen", "temporal-listen", "ui-listen"} {
+				switch {
+				case f != c.flag:
+					args = append(args, "--"+f, "127.0.0.1:0")
+				case c.viaEnv:
+					env = append(env, c.env+"="+c.value)
+				default:
+					args = append(args, "--"+f, c.value)
+				}
+			}
+			p := startJam(t, append([]string{"JAM_HOME=" + filepath.Join(t.TempDir(), "home")}, env...), args...)
+			if code := p.exitCode(30 * time.Second); code == 0 {
+				t.Fatal("jam dev exited 0")
+			}
+			stderr := strings.TrimSpace(p.stderrText())
+			if strings.Contains(stderr, "\n") || strings.Contains(stderr, "panic") || !strings.HasPrefix(stderr, "jam: ") {
+				t.Fatalf("want one line, no panic; stderr:\n%s", stderr)
+			}
+			for _, want := range append(c.want, "--"+c.flag, c.env) {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("%q does not name %s", stderr, want)
+				}
+			}
+		})
+	}
 }

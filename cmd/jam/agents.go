@@ -115,7 +115,7 @@ func newAgentCmd(_ *globals) *cobra.Command {
 				if out.AckRequiredMessageID != nil {
 					fmt.Fprintf(w, "still unsettled, reply or ack it first:\n")
 				}
-				_, err := fmt.Fprintf(w, "message %s from %s (lease %s):\n%s\n", out.Message.ID, author(*out.Message), out.LeaseID, out.Message.Text)
+				_, err := fmt.Fprintf(w, "message %s from %s (lease %s):\n%s\n", out.Message.ID, newAuthorNamer(cf, cmd).name(*out.Message), out.LeaseID, out.Message.Text)
 				return err
 			})
 		},
@@ -125,18 +125,11 @@ func newAgentCmd(_ *globals) *cobra.Command {
 	addKeyFlag(receive, cf, "the agent's API key")
 
 	cmd.AddCommand(create, list, show, edit, del,
-		intent("stop", "Stop every room's runtime and keep it stopped"),
-		intent("start", "Allow the agent's runtimes to run again"),
-		intent("restart", "Restart every room's runtime"),
+		intent("stop", "Stop the agent and keep it stopped: an owned agent's runtimes stop, an attached agent's key is refused; messages stay queued"),
+		intent("start", "Let the agent run again: owned rooms with queued messages wake, an attached agent's key works again"),
+		intent("restart", "Restart every room's runtime (owned agents)"),
 		receive)
 	return cmd
-}
-
-func author(m api.MessageBody) string {
-	if m.AuthorKind == domain.ParticipantAgent && m.AuthorAgentID != nil {
-		return "agent " + m.AuthorAgentID.String()
-	}
-	return m.AuthorHuman
 }
 
 // showJSON prints one resource.

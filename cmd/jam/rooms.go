@@ -157,8 +157,9 @@ func newRoomCmd(_ *globals) *cobra.Command {
 			}
 			return render(cf, cmd, raw, func(out api.MessageList) error {
 				w := cmd.OutOrStdout()
+				authors := newAuthorNamer(cf, cmd)
 				for _, m := range out.Items {
-					fmt.Fprintf(w, "[%d] %s: %s\n", m.Seq, author(m), m.Text)
+					fmt.Fprintf(w, "[%d] %s: %s\n", m.Seq, authors.name(m), m.Text)
 				}
 				if out.NextCursor != "" {
 					fmt.Fprintf(w, "(more: --after %s)\n", out.NextCursor)
@@ -181,6 +182,7 @@ func newRoomCmd(_ *globals) *cobra.Command {
 				return err
 			}
 			w := cmd.OutOrStdout()
+			authors := newAuthorNamer(cf, cmd)
 			return c.Stream(cmd.Context(), "/v1/events?room="+url.QueryEscape(args[0]), from, func(e client.Event) error {
 				if cf.json {
 					b, err := json.Marshal(e.Data)
@@ -190,7 +192,7 @@ func newRoomCmd(_ *globals) *cobra.Command {
 					_, err = fmt.Fprintln(w, string(b))
 					return err
 				}
-				return printEvent(w, e)
+				return printEvent(w, e, authors)
 			})
 		},
 	}
@@ -200,14 +202,14 @@ func newRoomCmd(_ *globals) *cobra.Command {
 	return cmd
 }
 
-func printEvent(w interface{ Write([]byte) (int, error) }, e client.Event) error {
+func printEvent(w interface{ Write([]byte) (int, error) }, e client.Event, authors *authorNamer) error {
 	switch domain.EventKind(e.Kind) {
 	case domain.EventMessagePosted:
 		var m api.MessageBody
 		if err := json.Unmarshal(e.Data.Payload, &m); err != nil {
 			return err
 		}
-		_, err := fmt.Fprintf(w, "[%d] %s: %s\n", m.Seq, author(m), m.Text)
+		_, err := fmt.Fprintf(w, "[%d] %s: %s\n", m.Seq, authors.name(m), m.Text)
 		return err
 	case domain.EventInboundQueued, domain.EventKind(domain.StreamOpen):
 		return nil // per-recipient queue rows and the stream's own position: noise in a room view

@@ -58,7 +58,10 @@ func newDevCmd(g *globals) *cobra.Command {
 persisted in a SQLite file in the data directory (so workflows survive a restart), the
 Temporal Web UI, the Jam API, a worker for this node, and the Jam store on SQLite.
 
-Addresses ending in :0 pick a free port; the chosen addresses are printed at start.
+Addresses ending in :0 pick a free port; the chosen addresses are printed at start. An
+address already in use is refused before anything starts. The Temporal frontend and Web UI
+answer without Jam's token (the UI can terminate workflows), so they listen on loopback
+only unless --allow-remote-ui is given.
 Ctrl-C stops the API, then the worker (running activities get 30 s), then Temporal.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -79,6 +82,8 @@ Ctrl-C stops the API, then the worker (running activities get 30 s), then Tempor
 	bindEnv(fs, "temporal-listen", "JAM_DEV_TEMPORAL_LISTEN")
 	fs.StringVar(&o.UIListen, "ui-listen", defaultUIListen, "Temporal Web UI address (empty disables the UI)")
 	bindEnv(fs, "ui-listen", "JAM_DEV_UI_LISTEN")
+	fs.BoolVar(&o.AllowRemoteUI, "allow-remote-ui", false, "allow non-loopback --temporal-listen and --ui-listen: anyone who reaches them can read every workflow and terminate or signal it, with no token")
+	bindEnv(fs, "allow-remote-ui", app.EnvAllowRemoteUI)
 	addNamespaceFlag(fs, &o.Namespace)
 	addNodeFlag(fs, &o)
 	fs.StringVar(&o.TemporalDB, "temporal-db", "", "embedded Temporal's SQLite file (default $JAM_HOME/temporal.db)")

@@ -36,6 +36,9 @@ type Options struct {
 	// TemporalListen and UIListen are where `jam dev` serves its embedded Temporal and Web UI.
 	TemporalListen string
 	UIListen       string
+	// AllowRemoteUI lets TemporalListen and UIListen be non-loopback addresses; both serve
+	// without Jam's token.
+	AllowRemoteUI bool
 	// TemporalUIURL is the Web UI that API answers link workflows to (jam server; jam dev
 	// links its embedded UI).
 	TemporalUIURL string
@@ -53,6 +56,54 @@ type Options struct {
 	Logger   *slog.Logger
 	// Out receives the human-facing banner.
 	Out io.Writer
+	// HTTP bounds what one client connection may hold of the API; zero fields take
+	// DefaultHTTPLimits.
+	HTTP HTTPLimits
+}
+
+// HTTPLimits bound what one client connection may hold of the API server.
+type HTTPLimits struct {
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included. It does not bound the
+	// handler: net/http lifts the read deadline once the request is read (when it starts
+	// watching for the client going away), so the event stream, the 55 s long poll and a
+	// host control run to their own bounds (TestAPIEventStreamAndLongPollOutliveTheReadTimeout).
+	ReadTimeout time.Duration
+	// IdleTimeout closes a kept-alive connection that sends no next request.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header block.
+	MaxHeaderBytes int
+}
+
+// DefaultHTTPLimits: Jam's requests are small documents (bodies at most 1 MiB, headers a
+// bearer token and a few fields), so a client that has not sent one within these bounds is
+// trickling on purpose or gone.
+func DefaultHTTPLimits() HTTPLimits {
+	return HTTPLimits{
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// orDefault fills the zero fields from DefaultHTTPLimits.
+func (l HTTPLimits) orDefault() HTTPLimits {
+	d := DefaultHTTPLimits()
+	if l.ReadHeaderTimeout <= 0 {
+		l.ReadHeaderTimeout = d.ReadHeaderTimeout
+	}
+	if l.ReadTimeout <= 0 {
+		l.ReadTimeout = d.ReadTimeout
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = d.IdleTimeout
+	}
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = d.MaxHeaderBytes
+	}
+	return l
 }
 
 // apiShutdownTimeout bounds how long in-flight requests may finish at shutdown; it exceeds
@@ -145,7 +196,8 @@ type apiServer struct {
 	stopRequests context.CancelFunc
 }
 
-func startAPI(cfg api.Config, listen string) (*apiServer, error) {
+func startAPI(cfg api.Config, listen string, limits HTTPLimits) (*apiServer, error) {
+	limits = limits.orDefault()
 	srv, err := api.New(cfg)
 	if err != nil {
 		return nil, err
@@ -158,7 +210,10 @@ func startAPI(cfg api.Config, listen string) (*apiServer, error) {
 	a := &apiServer{
 		http: &http.Server{
 			Handler:           srv.Handler(),
-			ReadHeaderTimeout: 10 * time.Second,
+			ReadHeaderTimeout: limits.ReadHeaderTimeout,
+			ReadTimeout:       limits.ReadTimeout,
+			IdleTimeout:       limits.IdleTimeout,
+			MaxHeaderBytes:    limits.MaxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 			BaseContext:       func(net.Listener) context.Context { return base },
 		},

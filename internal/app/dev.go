@@ -18,6 +18,9 @@ import (
 // a worker for this node and the API. Shutdown goes API, worker (running activities get
 // workers.DefaultStopTimeout to finish), Temporal, store.
 func RunDev(ctx context.Context, o Options) (err error) {
+	if err := o.checkDevListen(); err != nil {
+		return err
+	}
 	lock, err := o.claimHome()
 	if err != nil {
 		return err
@@ -96,7 +99,7 @@ func RunDev(ctx context.Context, o Options) (err error) {
 	srv, err := startAPI(api.Config{
 		Store: st, Temporal: tc, Band: b, Lifecycle: starter, Sessions: starter, Hosts: &roomctl.Hosts{Client: tc}, TemporalUI: ts.UIURL(),
 		Namespace: o.Namespace, Token: token.Value, Version: o.Version, Logger: log.With("component", "api"),
-	}, o.Listen)
+	}, o.Listen, o.HTTP)
 	if err != nil {
 		return err
 	}

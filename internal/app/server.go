@@ -41,7 +41,7 @@ func RunServer(ctx context.Context, o Options) error {
 		Store: st, Temporal: tc, Band: b, Lifecycle: starter, Sessions: starter, Hosts: &roomctl.Hosts{Client: tc}, TemporalUI: o.TemporalUIURL,
 		Namespace: o.Namespace, Token: token.Value, Version: o.Version,
 		Logger: o.Logger.With("component", "api"),
-	}, o.Listen)
+	}, o.Listen, o.HTTP)
 	if err != nil {
 		return err
 	}

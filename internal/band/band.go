@@ -3,6 +3,7 @@ package band
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -191,7 +192,8 @@ const receivePoll = time.Second
 
 // Receive holds a pull receiver's wait: it claims the lease (one waiter at a time), then
 // returns the agent's next message as soon as there is one, or nil after wait. The lease is
-// released when the wait ends, also when the caller goes away.
+// released when the wait ends, also when the caller goes away. An agent that is stopped, or
+// stopped while it waits, gets domain.ErrAgentStopped and no message.
 func (l *Local) Receive(ctx context.Context, agent uuid.UUID, lease uuid.UUID, wait time.Duration) (*store.Claim, error) {
 	waiter := uuid.NewString()
 	now := l.now()
@@ -214,6 +216,14 @@ func (l *Local) Receive(ctx context.Context, agent uuid.UUID, lease uuid.UUID, w
 	poll := time.NewTicker(receivePoll)
 	defer poll.Stop()
 	for {
+		// A stop ends the wait: the stop's event wakes it, and a stopped agent claims nothing.
+		a, err := l.store.GetAgent(ctx, agent)
+		if err != nil {
+			return nil, err
+		}
+		if a.RunIntent == domain.RunIntentStopped {
+			return nil, fmt.Errorf("receive for agent %s: %w", agent, domain.ErrAgentStopped)
+		}
 		c, err := l.store.ClaimInbound(ctx, agent, lease, l.now())
 		if err == nil {
 			return &c, nil

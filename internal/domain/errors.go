@@ -76,6 +76,11 @@ func (e *TransitionError) Error() string {
 
 func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
 
+// ErrAgentStopped marks an act of an agent its operator stopped (run intent stopped): an
+// attached agent's key receives, settles and posts nothing until the agent is started; its
+// inbound queue is kept meanwhile.
+var ErrAgentStopped = errors.New("agent stopped")
+
 // ErrPrecondition marks a request that is well formed but refused by the current state of
 // the world (an owned agent without a template, a poster who is not in the room).
 var ErrPrecondition = errors.New("precondition failed")

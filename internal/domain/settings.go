@@ -3,7 +3,6 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"sort"
 )
@@ -41,7 +40,7 @@ var settings = map[string]Setting{
 	},
 	SettingProviderExecutables: {
 		Key:         SettingProviderExecutables,
-		Description: "Pinned provider executables by command name, e.g. {\"opencode\": \"/opt/opencode/bin/opencode\"}; consulted after an explicit template command and the environment default.",
+		Description: "Pinned provider executables by command name, e.g. {\"opencode\": \"/opt/opencode/bin/opencode\"}; each path clean and absolute like a template's command, and verified like one when a runtime starts; consulted after an explicit template command and the environment default.",
 		Default:     json.RawMessage(`{}`),
 		validate:    executablePins,
 	},
@@ -82,18 +81,37 @@ func intRange(lo, hi int64) func(json.RawMessage) error {
 	}
 }
 
+// ValidateCommandName checks a catalog command name as the pin table keys it (e.g.
+// "opencode", "jam-testagent").
+func ValidateCommandName(name string) error {
+	if !commandNamePattern.MatchString(name) {
+		return &ValidationError{Field: "name", Detail: "not a command name: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"}
+	}
+	return nil
+}
+
+// executablePins validates the pin table: each key a command name, each path what a
+// template's command may be (ValidateExecutablePath). Every bad pin is reported under
+// value.<command>.
 func executablePins(raw json.RawMessage) error {
 	var pins map[string]string
 	if err := json.Unmarshal(raw, &pins); err != nil {
 		return &ValidationError{Field: "value", Detail: "must be an object of command name to absolute path"}
 	}
-	for name, path := range pins {
-		if !commandNamePattern.MatchString(name) {
-			return &ValidationError{Field: "value", Detail: fmt.Sprintf("%q is not a command name", name)}
+	names := make([]string, 0, len(pins))
+	for name := range pins {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var v Validations
+	for _, name := range names {
+		field := "value." + name
+		if err := ValidateCommandName(name); err != nil {
+			v.AddErr(field, err)
 		}
-		if !filepath.IsAbs(path) {
-			return &ValidationError{Field: "value", Detail: fmt.Sprintf("the path of %q must be absolute", name)}
+		if err := ValidateExecutablePath(pins[name]); err != nil {
+			v.AddErr(field, err)
 		}
 	}
-	return nil
+	return v.Err()
 }

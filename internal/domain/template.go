@@ -87,6 +87,19 @@ func IsSecretLikeEnvKey(name string) bool {
 // IsEnvName reports whether name is a well-formed environment variable name.
 func IsEnvName(name string) bool { return envNamePattern.MatchString(name) }
 
+// ValidateExecutablePath checks a path an operator names as the executable of a command (a
+// template's command, a pin in runtime.defaults.provider_executables): absolute and already
+// clean (no "." or ".." elements, no doubled or trailing slash), so the path shown is the
+// path run. It is syntactic: whether the file exists and is executable is verified where it
+// runs, on its node, when the runtime starts (provider.ResolveExecutable), so a save never
+// depends on the machine that serves the API.
+func ValidateExecutablePath(path string) error {
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path || strings.ContainsRune(path, 0) {
+		return &ValidationError{Field: "path", Detail: "must be a clean absolute path"}
+	}
+	return nil
+}
+
 // ValidateAlias checks an operator-facing alias.
 func ValidateAlias(field, alias string) error {
 	if !aliasPattern.MatchString(alias) {
@@ -112,7 +125,7 @@ func (c TemplateConfig) Validate() error {
 	case !spec.Owned:
 		v.Add("transport", fmt.Sprintf("%s is for attached agents; a runtime template needs a transport Jam runs", c.Transport))
 	}
-	if c.Command != "" && (!filepath.IsAbs(c.Command) || filepath.Clean(c.Command) != c.Command) {
+	if c.Command != "" && ValidateExecutablePath(c.Command) != nil {
 		v.Add("command", "must be a clean absolute path (leave it empty to resolve the transport's default)")
 	}
 	if len(c.Args) > MaxTemplateArgs {
