@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -49,7 +50,9 @@ type Prepared struct {
 	Resumed bool
 	// Identity is the name the agent reported for itself ("" when it did not).
 	Identity string
-	PID      int
+	// Version is the version the provider reported for itself ("" when it did not).
+	Version string
+	PID     int
 }
 
 // Liveness is a runtime's process and transport state.
@@ -74,6 +77,9 @@ type Spec struct {
 	Env []string
 	// Dir is the workspace the provider works in.
 	Dir string
+	// ReadyTimeout bounds the start handshake (spawn to a bound session) whatever the
+	// caller's deadline; 0 is the adapter's default.
+	ReadyTimeout time.Duration
 	// ProviderSessionID, when set, is the exact provider session to resume.
 	ProviderSessionID string
 	// IdlePolicy overrides the catalog's policy when set.
@@ -111,4 +117,9 @@ var (
 	// ErrRuntimeNotLive: the node has no live runtime of that session and generation (the
 	// worker restarted, or the runtime was replaced); the workflow must prepare again.
 	ErrRuntimeNotLive = errors.New("runtime is not live on this node")
+	// ErrNotReady: the provider did not finish its start handshake within its readiness
+	// bound; what it started was torn down.
+	ErrNotReady = errors.New("provider did not become ready")
+	// ErrNoAdapter: no adapter on this node runs the transport's provider.
+	ErrNoAdapter = errors.New("no runtime adapter for this transport")
 )

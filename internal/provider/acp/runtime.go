@@ -19,7 +19,7 @@ import (
 
 // Timeouts of the adapter's own bounded waits.
 const (
-	// PrepareTimeout bounds the handshake when the caller's context has no deadline.
+	// PrepareTimeout bounds the handshake when the spec names no readiness bound.
 	PrepareTimeout = 60 * time.Second
 	// closeTimeout bounds session/close during teardown.
 	closeTimeout = 3 * time.Second
@@ -48,6 +48,8 @@ type Runtime struct {
 	session  sdk.SessionId
 	caps     sdk.AgentCapabilities
 	identity string
+	// version is what the agent reported of itself in initialize.
+	version string
 	prepared bool
 	tornDown bool
 	// stopping is set by Teardown before it waits for prepMu; prepCancel ends a Prepare in
@@ -108,11 +110,14 @@ func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
 		r.mu.Unlock()
 		return p, nil
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, PrepareTimeout)
-		defer cancel()
+	// The readiness bound holds whatever the caller's deadline: an agent that never answers
+	// initialize must not sit "starting" for the length of the activity.
+	ready := r.spec.ReadyTimeout
+	if ready <= 0 {
+		ready = PrepareTimeout
 	}
+	ctx, cancelReady := context.WithTimeoutCause(ctx, ready, errNotReady{ready})
+	defer cancelReady()
 	ctx, cancelPrep := context.WithCancel(ctx)
 	defer cancelPrep()
 	r.prepCancel = cancelPrep
@@ -145,7 +150,7 @@ func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
 			r.log.Warn("acp agent failed to prepare", "stderr_tail", tail)
 		}
 		if ctx.Err() != nil && !errors.Is(err, provider.ErrExactResumeUnavailable) {
-			return provider.Prepared{}, fmt.Errorf("prepare acp runtime: %w", errors.Join(ctx.Err(), err))
+			return provider.Prepared{}, fmt.Errorf("prepare acp runtime: %w", errors.Join(context.Cause(ctx), err))
 		}
 		return provider.Prepared{}, fmt.Errorf("prepare acp runtime: %w", err)
 	}
@@ -161,8 +166,26 @@ func (r *Runtime) preparedLocked() provider.Prepared {
 		pid = r.child.PID()
 	}
 	return provider.Prepared{ProviderSessionID: string(r.session), Resumed: r.spec.ProviderSessionID != "",
-		Identity: r.identity, PID: pid}
+		Identity: r.identity, Version: r.version, PID: pid}
 }
+
+// resumeFailed classifies a failed resume of the bound session: the agent's refusal is
+// evidence that exact resume is unavailable; running out of time is not.
+func resumeFailed(method, want string, ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s %s: %w", method, want, err)
+	}
+	return fmt.Errorf("%w: %s %s: %w", provider.ErrExactResumeUnavailable, method, want, err)
+}
+
+// errNotReady is the cause of a handshake that ran out of its readiness bound.
+type errNotReady struct{ after time.Duration }
+
+func (e errNotReady) Error() string {
+	return fmt.Sprintf("the agent did not finish its start handshake within %s", e.after)
+}
+
+func (e errNotReady) Unwrap() error { return provider.ErrNotReady }
 
 func (r *Runtime) handshake(ctx context.Context, conn *sdk.ClientSideConnection) error {
 	init, err := conn.Initialize(ctx, sdk.InitializeRequest{
@@ -177,12 +200,12 @@ func (r *Runtime) handshake(ctx context.Context, conn *sdk.ClientSideConnection)
 	if init.ProtocolVersion != sdk.ProtocolVersionNumber {
 		return fmt.Errorf("initialize: agent speaks protocol %d, Jam speaks %d", init.ProtocolVersion, sdk.ProtocolVersionNumber)
 	}
-	identity := ""
-	if init.AgentInfo != nil && init.AgentInfo.Name != "" {
-		identity = domain.Truncate(init.AgentInfo.Name, 200)
+	identity, version := "", ""
+	if init.AgentInfo != nil {
+		identity, version = domain.Truncate(init.AgentInfo.Name, 200), domain.Truncate(init.AgentInfo.Version, 100)
 	}
 	r.mu.Lock()
-	r.caps, r.identity = init.AgentCapabilities, identity
+	r.caps, r.identity, r.version = init.AgentCapabilities, identity, version
 	r.mu.Unlock()
 	if identity != "" {
 		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentRuntimeIdentity, Text: identity})
@@ -194,11 +217,11 @@ func (r *Runtime) handshake(ctx context.Context, conn *sdk.ClientSideConnection)
 		case caps.LoadSession:
 			// session/load replays history as updates; no turn is open, so they are dropped.
 			if _, err := conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: id, Cwd: cwd, McpServers: []sdk.McpServer{}}); err != nil {
-				return fmt.Errorf("%w: session/load %s: %w", provider.ErrExactResumeUnavailable, want, err)
+				return resumeFailed("session/load", want, ctx, err)
 			}
 		case caps.SessionCapabilities.Resume != nil:
 			if _, err := conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: id, Cwd: cwd, McpServers: []sdk.McpServer{}}); err != nil {
-				return fmt.Errorf("%w: session/resume %s: %w", provider.ErrExactResumeUnavailable, want, err)
+				return resumeFailed("session/resume", want, ctx, err)
 			}
 		default:
 			return fmt.Errorf("%w: the agent advertises neither session/load nor session/resume", provider.ErrExactResumeUnavailable)

@@ -502,12 +502,17 @@ func TestARetiredInstanceEmitsNothing(t *testing.T) {
 // grandchild; spawned receives its process group.
 func muteAgent(t *testing.T) (rt provider.Runtime, spawned <-chan int) {
 	t.Helper()
+	return muteAgentReadyIn(t, 0)
+}
+
+func muteAgentReadyIn(t *testing.T, ready time.Duration) (rt provider.Runtime, spawned <-chan int) {
+	t.Helper()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "mute-agent")
 	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\nsleep 120 &\nexec sleep 120\n"), 0o755))
 	pids := make(chan int, 1)
 	rt, err := acp.New(provider.Spec{RuntimeSession: uuid.New(), Generation: 1, Transport: domain.TransportACP,
-		Executable: script, Dir: dir, Spawner: provider.SpawnFunc(func(ctx context.Context, c provider.Command) (*provider.Child, error) {
+		Executable: script, Dir: dir, ReadyTimeout: ready, Spawner: provider.SpawnFunc(func(ctx context.Context, c provider.Command) (*provider.Child, error) {
 			ch, err := provider.Spawn(ctx, c)
 			if err == nil {
 				pids <- ch.PID()
@@ -516,6 +521,22 @@ func muteAgent(t *testing.T) (rt provider.Runtime, spawned <-chan int) {
 		})})
 	require.NoError(t, err)
 	return rt, pids
+}
+
+// Issue 17: `/bin/sleep 3600` as a provider sat in "starting" for the whole activity. The
+// readiness bound holds even under a caller deadline that is much longer, fails with a
+// clear error and leaves nothing running.
+func TestAnAgentThatNeverAnswersInitializeFailsAtItsReadinessBound(t *testing.T) {
+	rt, spawned := muteAgentReadyIn(t, 700*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err := rt.Prepare(ctx)
+	require.ErrorIs(t, err, provider.ErrNotReady)
+	assert.NotErrorIs(t, err, provider.ErrExactResumeUnavailable)
+	assert.Contains(t, err.Error(), "did not finish its start handshake within 700ms")
+	assert.Less(t, time.Since(start), 700*time.Millisecond+provider.ChildShutdownGrace+time.Second)
+	groupGone(t, <-spawned)
 }
 
 func TestCancelledPrepareReapsWhatItStarted(t *testing.T) {
