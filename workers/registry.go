@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/procgroup"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/provider/acp"
 )
@@ -40,12 +41,14 @@ var ErrUnsupportedTransport = errors.New("no runtime adapter for this transport"
 
 // RuntimeRegistry is a worker process's table of live provider runtimes, one per runtime
 // session. It spawns every child in its own process group and remembers the group until the
-// child is reaped, so teardown and worker shutdown leave no orphans; it notices a child that
-// dies on its own and reports it.
+// child is reaped, so teardown and worker shutdown leave no orphans; with group records on,
+// it also persists each group so a worker killed outright leaves its successor what to reap.
+// It notices a child that dies on its own and reports it.
 type RuntimeRegistry struct {
 	log       *slog.Logger
 	factories map[domain.Provider]provider.Factory
 	onExit    func(RuntimeExit)
+	records   *procgroup.Recorder
 
 	mu       sync.Mutex
 	runtimes map[uuid.UUID]*runtimeEntry
@@ -63,22 +66,49 @@ type runtimeEntry struct {
 	exitedInTurn bool
 }
 
+// RegistryOption configures a RuntimeRegistry.
+type RegistryOption func(*RuntimeRegistry)
+
+// WithGroupRecords persists every process group the registry starts through rec, from right
+// after the spawn until the group is reaped.
+func WithGroupRecords(rec *procgroup.Recorder) RegistryOption {
+	return func(r *RuntimeRegistry) { r.records = rec }
+}
+
 // NewRuntimeRegistry builds an empty registry. onExit (may be nil) hears about children that
 // exit on their own; it must not block.
-func NewRuntimeRegistry(log *slog.Logger, factories map[domain.Provider]provider.Factory, onExit func(RuntimeExit)) *RuntimeRegistry {
+func NewRuntimeRegistry(log *slog.Logger, factories map[domain.Provider]provider.Factory, onExit func(RuntimeExit), opts ...RegistryOption) *RuntimeRegistry {
 	if factories == nil {
 		factories = DefaultFactories()
 	}
 	if onExit == nil {
 		onExit = func(RuntimeExit) {}
 	}
-	return &RuntimeRegistry{log: log, factories: factories, onExit: onExit,
+	r := &RuntimeRegistry{log: log, factories: factories, onExit: onExit,
 		runtimes: map[uuid.UUID]*runtimeEntry{}, groups: map[int]struct{}{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // Spawn implements provider.Spawner: the child leads its own process group, which the
 // registry tracks until the child is reaped.
 func (r *RuntimeRegistry) Spawn(ctx context.Context, c provider.Command) (*provider.Child, error) {
+	return r.spawn(ctx, c, uuid.Nil)
+}
+
+// sessionSpawner is the Spawner one runtime gets, so its group's record names its session.
+type sessionSpawner struct {
+	r       *RuntimeRegistry
+	session uuid.UUID
+}
+
+func (s sessionSpawner) Spawn(ctx context.Context, c provider.Command) (*provider.Child, error) {
+	return s.r.spawn(ctx, c, s.session)
+}
+
+func (r *RuntimeRegistry) spawn(ctx context.Context, c provider.Command, session uuid.UUID) (*provider.Child, error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -90,6 +120,26 @@ func (r *RuntimeRegistry) Spawn(ctx context.Context, c provider.Command) (*provi
 		return nil, err
 	}
 	pgid := child.PID()
+	// Recorded before the adapter speaks to the child, so from its first turn on a worker
+	// killed outright leaves the next one a record to reap the group by. A group that
+	// cannot be recorded is not run: it could outlive a crash unowned.
+	var rec *procgroup.Record
+	if r.records != nil {
+		name := ""
+		if session != uuid.Nil {
+			name = session.String()
+		}
+		got, err := r.records.Add(pgid, name)
+		switch {
+		case err == nil:
+			rec = &got
+		case errors.Is(err, procgroup.ErrLeaderGone):
+			// It exited at once; the exit sweep below kills whatever it left.
+		default:
+			child.Kill(0)
+			return nil, fmt.Errorf("spawn %s: %w", c.Path, err)
+		}
+	}
 	r.mu.Lock()
 	r.groups[pgid] = struct{}{}
 	closed := r.closed
@@ -97,6 +147,11 @@ func (r *RuntimeRegistry) Spawn(ctx context.Context, c provider.Command) (*provi
 	child.OnExit(func() {
 		// The leader is reaped; sweep what it left in its group before forgetting it.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		if rec != nil {
+			if err := r.records.Remove(*rec); err != nil {
+				r.log.Warn("remove process group record", "pgid", pgid, "error", err)
+			}
+		}
 		r.mu.Lock()
 		delete(r.groups, pgid)
 		r.mu.Unlock()
@@ -121,7 +176,7 @@ func (r *RuntimeRegistry) Start(ctx context.Context, spec provider.Spec) (provid
 		return nil, provider.Prepared{}, fmt.Errorf("%w: %s", ErrUnsupportedTransport, spec.Transport)
 	}
 	// Building starts nothing; the runtime is dropped unused when a live one is shared.
-	spec.Spawner = r
+	spec.Spawner = sessionSpawner{r: r, session: spec.RuntimeSession}
 	rt, err := factory(spec)
 	if err != nil {
 		return nil, provider.Prepared{}, fmt.Errorf("build runtime %s: %w", spec.RuntimeSession, err)

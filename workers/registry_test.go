@@ -2,9 +2,12 @@ package workers
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/procgroup"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
 )
@@ -201,4 +205,77 @@ func TestConcurrentStartsOfOneSessionShareOneRuntime(t *testing.T) {
 	groups := len(r.groups)
 	r.mu.Unlock()
 	assert.Equal(t, 1, groups, "exactly one process group was started")
+}
+
+// recordedGroups reads the group records in dir.
+func recordedGroups(t *testing.T, dir string) []procgroup.Record {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []procgroup.Record
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		var rec procgroup.Record
+		require.NoError(t, json.Unmarshal(b, &rec), e.Name())
+		out = append(out, rec)
+	}
+	return out
+}
+
+// The group is on disk by the time the runtime is prepared (before any turn) and gone once
+// the group is reaped; a group that cannot be recorded does not run.
+func TestRegistryRecordsEachProcessGroupUntilItIsReaped(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "process-groups")
+	rec, err := procgroup.NewRecorder(dir, nil)
+	require.NoError(t, err)
+	r := NewRuntimeRegistry(quietLog(), nil, nil, WithGroupRecords(rec))
+	defer r.Shutdown(context.Background())
+
+	spec := agentSpec(t, uuid.New(), 1, "--grandchild")
+	rt, _ := startRuntime(t, r, spec)
+	pid := rt.Liveness().PID
+	recs := recordedGroups(t, dir)
+	require.Len(t, recs, 1)
+	leader, err := procgroup.ReadStat(pid)
+	require.NoError(t, err)
+	assert.Equal(t, pid, recs[0].PGID)
+	assert.Equal(t, pid, recs[0].LeaderPID)
+	assert.Equal(t, leader.Start, recs[0].LeaderStart)
+	assert.Equal(t, spec.RuntimeSession.String(), recs[0].RuntimeSession)
+	assert.Equal(t, os.Getpid(), recs[0].Owner)
+
+	require.NoError(t, r.Teardown(context.Background(), spec.RuntimeSession, domain.CheckpointBeforeStop))
+	requireGroupGone(t, pid)
+	require.Eventually(t, func() bool { return len(recordedGroups(t, dir)) == 0 }, 5*time.Second, 20*time.Millisecond)
+
+	// The records directory is replaced by a file: nothing can be written there.
+	require.NoError(t, os.RemoveAll(dir))
+	require.NoError(t, os.WriteFile(dir, nil, 0o600))
+	before := providerProcesses(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, _, err = r.Start(ctx, agentSpec(t, uuid.New(), 1))
+	require.Error(t, err)
+	assert.Equal(t, 0, r.Len())
+	assert.Eventually(t, func() bool { return len(providerProcesses(t)) <= len(before) }, 5*time.Second, 20*time.Millisecond,
+		"the unrecorded child was left running")
+}
+
+// providerProcesses lists the live test-agent processes whose parent is this test.
+func providerProcesses(t *testing.T) []int {
+	t.Helper()
+	procs, err := procgroup.Host.Processes()
+	require.NoError(t, err)
+	exe := testagent.Binary(t)
+	var out []int
+	for _, p := range procs {
+		if p.Dead() {
+			continue
+		}
+		if target, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(p.PID), "exe")); err == nil && target == exe {
+			out = append(out, p.PID)
+		}
+	}
+	return out
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/faults"
 	"github.com/jam-dev/jam/internal/permission"
+	"github.com/jam-dev/jam/internal/procgroup"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/roomctl"
 	"github.com/jam-dev/jam/internal/store"
@@ -77,8 +78,8 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	if err := domain.ValidateNodeName(cfg.Node); err != nil {
 		return nil, err
 	}
-	if cfg.Client == nil || cfg.Store == nil || cfg.Logger == nil {
-		return nil, errors.New("workers: client, store and logger are required")
+	if cfg.Client == nil || cfg.Store == nil || cfg.Logger == nil || cfg.DataDir == "" {
+		return nil, errors.New("workers: client, store, logger and data directory are required")
 	}
 	if cfg.StopTimeout == 0 {
 		cfg.StopTimeout = DefaultStopTimeout
@@ -90,6 +91,11 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	node, err := cfg.Store.RegisterNode(ctx, domain.Node{
 		Name: cfg.Node, Hostname: host, PID: os.Getpid(), Version: cfg.Version, DataDir: cfg.DataDir,
 	})
+	if err != nil {
+		return nil, err
+	}
+	layout := domain.Layout{Root: cfg.DataDir}
+	records, err := startProcessGroups(ctx, layout.ProcessGroupsDir(cfg.Node), cfg.Logger.With("component", "process-groups"))
 	if err != nil {
 		return nil, err
 	}
@@ -116,9 +122,8 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		if err != nil && !workflows.IsNoSession(err) {
 			cfg.Logger.Warn("signal runtime exit", "runtime_session", exit.RuntimeSession, "error", err)
 		}
-	})
+	}, WithGroupRecords(records))
 	registerShared(w.shared, cfg.Store, cfg.Client)
-	layout := domain.Layout{Root: cfg.DataDir}
 	sbx := &activities.Sandbox{Store: cfg.Store, Layout: layout, Sbx: cfg.Sbx}
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
 	w.node.RegisterActivity(sbx)
@@ -154,6 +159,21 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	cfg.Logger.Info("workers started", "node", cfg.Node,
 		"queues", []string{workflows.TaskQueue, workflows.NodeTaskQueue(cfg.Node)})
 	return w, nil
+}
+
+// startProcessGroups kills and reaps the provider process groups a previous worker of this
+// node left running (it was killed before it could), before this one serves any activity,
+// and prepares the records of the groups this one will start.
+func startProcessGroups(ctx context.Context, dir string, log *slog.Logger) (*procgroup.Recorder, error) {
+	// A failed reap leaves its records for the next start; it does not stop this node.
+	if _, err := procgroup.Reap(ctx, dir, nil, log); err != nil {
+		log.Warn("reap process groups left by a previous worker", "error", err)
+	}
+	rec, err := procgroup.NewRecorder(dir, nil)
+	if err != nil {
+		return nil, fmt.Errorf("workers: %w", err)
+	}
+	return rec, nil
 }
 
 // registerShared registers every workflow and the machine-independent activities; they all

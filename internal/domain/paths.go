@@ -7,7 +7,8 @@ import (
 )
 
 // Layout names every path under a node's data directory. Paths below the root are derived
-// only from validated UUIDs, never from names a user typed.
+// only from validated UUIDs and node names (ValidateNodeName), never from other names a user
+// typed.
 type Layout struct{ Root string }
 
 // APITokenFile holds the generated operator token (mode 0600).
@@ -40,3 +41,9 @@ func (l Layout) SandboxOwnersDir() string { return filepath.Join(l.Root, "cfg", 
 // RuntimeEnvDir holds the short-lived env files of sandboxed spawns (deleted once the
 // provider started).
 func (l Layout) RuntimeEnvDir() string { return filepath.Join(l.Root, "cfg", "runtime-env") }
+
+// ProcessGroupsDir holds one record per provider process group the node's worker started, so
+// the next worker can reap what a killed one left behind. node must pass ValidateNodeName.
+func (l Layout) ProcessGroupsDir(node string) string {
+	return filepath.Join(l.Root, "nodes", node, "process-groups")
+}

@@ -1,0 +1,177 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/api/client"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/procgroup"
+	"github.com/jam-dev/jam/internal/testsupport/testagent"
+)
+
+// providerScript writes an executable provider that, like an agent starting a shell or an MCP
+// server, leaves a child of its own (a sleep with the returned, distinctive argv) and then
+// becomes the test agent. Paths are baked in: the provider's environment is not the test's.
+func providerScript(t *testing.T) (path string, sleepArgv []string) {
+	t.Helper()
+	dir := t.TempDir()
+	duration := fmt.Sprintf("1234.%06d", rand.IntN(1_000_000))
+	path = filepath.Join(dir, "provider.sh")
+	script := fmt.Sprintf(`#!/bin/sh
+# Jam asks for the version first; that probe starts nothing.
+case "$1" in --version) exec %[1]s "$@" ;; esac
+sleep %[2]s </dev/null >/dev/null 2>&1 &
+exec %[1]s --state-dir %[3]s "$@"
+`, testagent.Binary(t), duration, filepath.Join(dir, "state"))
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path, []string{"sleep", duration}
+}
+
+// processesRunning lists the live processes whose argv is exactly argv.
+func processesRunning(t *testing.T, argv []string) []procgroup.Stat {
+	t.Helper()
+	procs, err := procgroup.Host.Processes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte(strings.Join(argv, "\x00") + "\x00")
+	var out []procgroup.Stat
+	for _, p := range procs {
+		if p.Dead() {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.PID), "cmdline")); err == nil && bytes.Equal(b, want) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func stillRunning(p procgroup.Stat) bool {
+	st, err := procgroup.ReadStat(p.PID)
+	return err == nil && st.Start == p.Start && !st.Dead()
+}
+
+// nodeShape is one way of running a node's worker: `jam dev` or `jam worker`.
+type nodeShape struct {
+	name string
+	// start starts (or restarts) the process on the same data directory.
+	start func() (*client.Client, *proc)
+	home  string
+}
+
+// A jam killed with SIGKILL takes its provider with it, but not the provider's own child,
+// which init inherits; the jam restarted on the same data directory kills it before serving,
+// and its clean stop leaves none of its own behind. Both `jam dev` and `jam worker`.
+func TestARestartedJamReapsWhatItsKilledPredecessorsProviderLeft(t *testing.T) {
+	t.Run("jam dev", func(t *testing.T) {
+		home := filepath.Join(t.TempDir(), "jam-home")
+		env := ownedEnv(t, t.TempDir())
+		reapsAfterKill(t, nodeShape{name: devNode, home: home, start: func() (*client.Client, *proc) {
+			d := startDevEnv(t, home, env)
+			return d.client, d.proc
+		}})
+	})
+	t.Run("jam worker", func(t *testing.T) {
+		p := startProductionServer(t, "reap-test-token")
+		home := filepath.Join(t.TempDir(), "node-w1")
+		env := append(append(p.base, "JAM_HOME="+home), ownedEnv(t, t.TempDir())...)
+		reapsAfterKill(t, nodeShape{name: "w1", home: home, start: func() (*client.Client, *proc) {
+			return p.client, startJam(t, env, "worker", "--node", "w1")
+		}})
+	})
+}
+
+func reapsAfterKill(t *testing.T, n nodeShape) {
+	ctx := context.Background()
+	script, sleepArgv := providerScript(t)
+	c, jam := n.start()
+
+	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, Command: script, Args: []string{}}
+	var agent api.AgentBody
+	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "forker", Kind: domain.AgentOwned, Template: &tmpl}, &agent))
+	room, session := roomWith(t, c, "lab", agent.ID)
+	awaitReply(t, c, postText(t, c, room.ID, "hello"), 90*time.Second)
+	provider := getSession(t, c, session).Runtime
+	if provider == nil || provider.PID == 0 {
+		t.Fatalf("the session has no live runtime after a reply: %+v", provider)
+	}
+	var sleeper procgroup.Stat
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if got := processesRunning(t, sleepArgv); len(got) == 1 {
+			sleeper = got[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the provider's child %v never ran", sleepArgv)
+		}
+	}
+	t.Cleanup(func() {
+		// Whatever happened, the test leaves no sleeper behind.
+		if stillRunning(sleeper) {
+			_ = syscall.Kill(sleeper.PID, syscall.SIGKILL)
+		}
+	})
+	if sleeper.PGRP != provider.PID {
+		t.Fatalf("the sleeper %+v is not in the provider's group %d", sleeper, provider.PID)
+	}
+
+	if err := jam.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-jam.exited
+	for deadline := time.Now().Add(10 * time.Second); alive(provider.PID); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the provider %d outlived its killed jam", provider.PID)
+		}
+	}
+	// The defect this test exists for: the provider's own child outlives them both.
+	if !stillRunning(sleeper) {
+		t.Fatalf("the sleeper %d died with jam: the test no longer exercises the leak", sleeper.PID)
+	}
+	if parentOf(sleeper.PID) == provider.PID {
+		t.Fatalf("the sleeper %d was not re-parented", sleeper.PID)
+	}
+
+	c, jam = n.start()
+	for deadline := time.Now().Add(30 * time.Second); stillRunning(sleeper); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted jam left the sleeper %d running", sleeper.PID)
+		}
+	}
+	if !strings.Contains(jam.stderrText(), "reaped a process group left by a previous worker") {
+		t.Error("the reap was not logged")
+	}
+	if entries, err := os.ReadDir(filepath.Join(n.home, "nodes", n.name, "process-groups")); err != nil || len(entries) != 0 {
+		t.Errorf("process group records after the reap: %v %v", entries, err)
+	}
+
+	// The restarted jam runs the agent again; its clean stop leaves nothing either.
+	awaitReply(t, c, postText(t, c, room.ID, "again"), 90*time.Second)
+	if code := jam.interrupt(45 * time.Second); code != 0 {
+		t.Fatalf("jam exited %d after Ctrl-C", code)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got := processesRunning(t, sleepArgv)
+		if len(got) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a clean stop the provider's children %+v are still running", got)
+		}
+	}
+}
