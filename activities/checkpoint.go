@@ -65,6 +65,7 @@ func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpoin
 	var (
 		sessions []checkpoint.Session
 		provider domain.Provider
+		version  string
 	)
 	for _, m := range members {
 		hs, err := c.Store.GetHostSession(ctx, m.RuntimeSession)
@@ -77,6 +78,10 @@ func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpoin
 		row, _ := domain.LookupTransport(hs.Config.Transport)
 		if provider == "" {
 			provider = row.Provider
+		}
+		if version == "" {
+			// Members of one host run one template, hence one provider build.
+			version = hs.ProviderVersion
 		}
 		sessions = append(sessions, checkpoint.Session{RuntimeSession: hs.RuntimeSessionID, ProviderSessionID: hs.ProviderSessionID})
 	}
@@ -102,7 +107,7 @@ func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpoin
 	}
 	gens := checkpoint.Store{Root: paths.Checkpoints()}
 	req := checkpoint.CaptureRequest{Meta: checkpoint.Meta{ID: in.ID, Host: h.ID, Reason: in.Reason, Provider: provider,
-		Sessions: sessions}, Source: src, Limits: c.Limits, At: time.Now()}
+		ProviderVersion: version, Sessions: sessions}, Source: src, Limits: c.Limits, At: time.Now()}
 	if prev, err := c.Store.ListCheckpoints(ctx, h.ID); err != nil {
 		return CaptureCheckpointResult{}, err
 	} else {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -28,6 +29,8 @@ type ContinuitySession struct {
 	ProviderSessionID string    `json:"provider_session_id"`
 	// Captured: the newest checkpoint holds this exact provider session.
 	Captured bool `json:"captured"`
+	// ProviderVersion is the version the session's provider last reported ("" unknown).
+	ProviderVersion string `json:"provider_version,omitempty"`
 	// LastResume is the latest resume observation from the newest checkpoint, if any.
 	LastResume *ResumeEvidence `json:"last_resume,omitempty"`
 }
@@ -49,11 +52,13 @@ type ContinuityReport struct {
 	Checkpoint *uuid.UUID              `json:"checkpoint,omitempty"`
 	// CheckpointState is the newest checkpoint's verification on disk (complete, incomplete,
 	// corrupt, missing).
-	CheckpointState  string              `json:"checkpoint_state,omitempty"`
-	Sessions         []ContinuitySession `json:"sessions"`
-	RuntimeRunning   bool                `json:"runtime_running"`
-	CanStartFresh    bool                `json:"can_start_fresh"`
-	EvidenceChecksum string              `json:"evidence_checksum"`
+	CheckpointState string `json:"checkpoint_state,omitempty"`
+	// CheckpointProviderVersion is the provider version that took the newest checkpoint.
+	CheckpointProviderVersion string              `json:"checkpoint_provider_version,omitempty"`
+	Sessions                  []ContinuitySession `json:"sessions"`
+	RuntimeRunning            bool                `json:"runtime_running"`
+	CanStartFresh             bool                `json:"can_start_fresh"`
+	EvidenceChecksum          string              `json:"evidence_checksum"`
 }
 
 // InspectContinuity reports whether every session of the host bound to a provider identity
@@ -84,7 +89,8 @@ func (c *Checkpoints) InspectContinuity(ctx context.Context, in InspectContinuit
 			return ContinuityReport{}, err
 		}
 		if hs.ProviderSessionID != "" {
-			rep.Sessions = append(rep.Sessions, ContinuitySession{RuntimeSession: hs.RuntimeSessionID, ProviderSessionID: hs.ProviderSessionID})
+			rep.Sessions = append(rep.Sessions, ContinuitySession{RuntimeSession: hs.RuntimeSessionID,
+				ProviderSessionID: hs.ProviderSessionID, ProviderVersion: hs.ProviderVersion})
 		}
 	}
 	all, err := c.Store.ListCheckpoints(ctx, h.ID)
@@ -99,7 +105,7 @@ func (c *Checkpoints) InspectContinuity(ctx context.Context, in InspectContinuit
 		}
 	}
 	if newest != nil {
-		rep.Checkpoint = &newest.ID
+		rep.Checkpoint, rep.CheckpointProviderVersion = &newest.ID, newest.ProviderVersion
 		paths, err := workspace.ManagedPaths(c.Layout, h.ID)
 		if err != nil {
 			return ContinuityReport{}, err
@@ -135,13 +141,22 @@ func (c *Checkpoints) InspectContinuity(ctx context.Context, in InspectContinuit
 		}
 	}
 	rep.Status = continuityStatus(rep)
+	if rep.Status == domain.ContinuityProviderVersionMismatch && rep.Detail == "" {
+		for _, s := range rep.Sessions {
+			if versionChanged(rep, s) {
+				rep.Detail = fmt.Sprintf("the newest checkpoint was taken by provider version %s; session %s's provider now reports %s",
+					rep.CheckpointProviderVersion, s.RuntimeSession, s.ProviderVersion)
+				break
+			}
+		}
+	}
 	rep.CanStartFresh = rep.Status != domain.ContinuityHealthy && !rep.RuntimeRunning
 	rep.EvidenceChecksum = evidenceChecksum(rep)
 	return rep, nil
 }
 
 // continuityStatus applies the rules in order: nothing bound is healthy; then missing,
-// corrupt, a session not captured, and a failed latest resume.
+// corrupt, a session not captured, a provider version change, and a failed latest resume.
 func continuityStatus(r ContinuityReport) domain.ContinuityStatus {
 	switch {
 	case len(r.Sessions) == 0:
@@ -157,11 +172,26 @@ func continuityStatus(r ContinuityReport) domain.ContinuityStatus {
 		}
 	}
 	for _, s := range r.Sessions {
+		if versionChanged(r, s) {
+			return domain.ContinuityProviderVersionMismatch
+		}
+	}
+	for _, s := range r.Sessions {
 		if s.LastResume != nil && s.LastResume.Outcome == domain.ResumeFailed {
 			return domain.ContinuityResumeFailed
 		}
 	}
 	return domain.ContinuityHealthy
+}
+
+// versionChanged: the newest checkpoint was taken by another provider version than the one
+// the session's provider last reported (both known), and that newer provider has not since
+// resumed from it successfully.
+func versionChanged(r ContinuityReport, s ContinuitySession) bool {
+	if r.CheckpointProviderVersion == "" || s.ProviderVersion == "" || r.CheckpointProviderVersion == s.ProviderVersion {
+		return false
+	}
+	return s.LastResume == nil || s.LastResume.Outcome != domain.ResumeSucceeded
 }
 
 // evidenceChecksum covers the host, the checkpoint and its state, the failure, the sessions
@@ -177,22 +207,25 @@ func evidenceChecksum(r ContinuityReport) string {
 		Captured          bool
 		Outcome           domain.ResumeOutcome
 		Detail            string
+		ProviderVersion   string
 	}
 	e := struct {
-		Host       uuid.UUID
-		Status     domain.ContinuityStatus
-		Checkpoint *uuid.UUID
-		State      string
-		Sessions   []session
-	}{Host: r.Host, Status: r.Status, Checkpoint: r.Checkpoint, State: r.CheckpointState}
+		Host              uuid.UUID
+		Status            domain.ContinuityStatus
+		Checkpoint        *uuid.UUID
+		State             string
+		CheckpointVersion string
+		Sessions          []session
+	}{Host: r.Host, Status: r.Status, Checkpoint: r.Checkpoint, State: r.CheckpointState, CheckpointVersion: r.CheckpointProviderVersion}
 	for _, s := range r.Sessions {
-		es := session{RuntimeSession: s.RuntimeSession, ProviderSessionID: s.ProviderSessionID, Captured: s.Captured}
+		es := session{RuntimeSession: s.RuntimeSession, ProviderSessionID: s.ProviderSessionID, Captured: s.Captured,
+			ProviderVersion: s.ProviderVersion}
 		if s.LastResume != nil {
 			es.Outcome, es.Detail = s.LastResume.Outcome, s.LastResume.Detail
 		}
 		e.Sessions = append(e.Sessions, es)
 	}
 	b, _ := json.Marshal(e)
-	sum := sha256.Sum256(append([]byte("jam.continuity-evidence.v1\n"), b...))
+	sum := sha256.Sum256(append([]byte("jam.continuity-evidence.v2\n"), b...))
 	return hex.EncodeToString(sum[:])
 }

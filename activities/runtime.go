@@ -40,6 +40,12 @@ const (
 	ErrTypeNoSession = "RuntimeSessionGone"
 	// ErrTypeExecutableRefused: the provider's executable cannot be resolved or verified.
 	ErrTypeExecutableRefused = "ExecutableRefused"
+	// ErrTypeUnsupportedTransport: the transport is not one Jam runs.
+	ErrTypeUnsupportedTransport = "UnsupportedTransport"
+	// ErrTypeAdapterMissing: this node has no adapter for the transport's provider.
+	ErrTypeAdapterMissing = "adapter_missing"
+	// ErrTypeNotReady: the provider did not finish its start handshake within its bound.
+	ErrTypeNotReady = "runtime_not_ready"
 )
 
 // turnHeartbeat is how often RunTurn heartbeats while the provider works.
@@ -61,6 +67,9 @@ type Runtimes struct {
 	// and a host-native provider gets only what provider.HostNativeEnv lets through of it.
 	// nil is the process's.
 	Env []string
+	// ReadyTimeout, when set, replaces every catalog row's start-handshake bound (the
+	// operator's JAM_PROVIDER_READY_SECS).
+	ReadyTimeout time.Duration
 }
 
 // PrepareRuntimeInput names the runtime session to bring up.
@@ -123,7 +132,7 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	row, ok := domain.LookupTransport(hs.Config.Transport)
 	if !ok || !row.Owned {
 		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("transport %q is not run by Jam", hs.Config.Transport), "UnsupportedTransport", nil)
+			fmt.Sprintf("transport %q is not run by Jam", hs.Config.Transport), ErrTypeUnsupportedTransport, nil)
 	}
 	worker := r.Env
 	if worker == nil {
@@ -146,7 +155,8 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	spec := provider.Spec{RuntimeSession: hs.RuntimeSessionID, Generation: gen, AgentID: agent.ID, RoomID: hs.RoomID,
 		Transport: hs.Config.Transport, Executable: l.exe, Args: l.args, Env: l.env, Dir: l.dir,
 		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Briefing: agent.Briefing,
-		Permissions: r.Permissions, Events: r.sink(hs, gen, log), Log: log}
+		ReadyTimeout: r.readyTimeout(row),
+		Permissions:  r.Permissions, Events: r.sink(hs, gen, log), Log: log}
 	rt, p, err := r.Table.Start(ctx, spec)
 	l.release() // the provider has started (or failed): the env file has served
 	switch {
@@ -157,8 +167,22 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("runtime session %s cannot resume provider session %s exactly", hs.RuntimeSessionID, hs.ProviderSessionID),
 			ErrTypeExactResume, err)
+	case errors.Is(err, provider.ErrNoAdapter):
+		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("node has no runtime adapter for transport %s", hs.Config.Transport), ErrTypeAdapterMissing, err)
+	case errors.Is(err, provider.ErrNotReady):
+		// Not retried: a provider that stays silent this long needs its template looked at,
+		// and each attempt would hold the room "starting" for the whole bound again.
+		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s did not become ready: %v", row.Label, err), ErrTypeNotReady, err)
 	case err != nil:
 		return PrepareRuntimeResult{}, fmt.Errorf("start runtime %s: %w", hs.RuntimeSessionID, err)
+	}
+	if p.Version != "" && p.Version != hs.ProviderVersion {
+		// Checkpoints record it, and continuity inspection reports a change of it.
+		if err := r.Store.RecordProviderVersion(ctx, hs.RuntimeSessionID, p.Version, time.Now()); err != nil {
+			log.Warn("provider version not recorded", "version", p.Version, "error", err)
+		}
 	}
 	if c := l.activation.checkpoint; c != nil {
 		// Succeeded only when the provider confirmed the very identity it was asked for.
@@ -189,6 +213,15 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	}
 	return PrepareRuntimeResult{Generation: gen, ProviderSessionID: p.ProviderSessionID, Resumed: p.Resumed,
 		Identity: p.Identity, PID: p.PID, IdlePolicy: rt.IdlePolicy(), Activation: l.activation.kind}, nil
+}
+
+// readyTimeout is the start-handshake bound of a row: the operator's override, else the
+// catalog's.
+func (r *Runtimes) readyTimeout(row domain.TransportSpec) time.Duration {
+	if r.ReadyTimeout > 0 {
+		return r.ReadyTimeout
+	}
+	return row.Ready()
 }
 
 // launch is how the session's provider starts: in its host's sandbox, or host-native with

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -14,18 +15,59 @@ import (
 	"github.com/jam-dev/jam/internal/store"
 )
 
-// Environment knobs of the owned-runtime lifecycle, read by the worker that loads a session.
+// Environment knobs of the owned-runtime lifecycle, parsed once when a worker starts
+// (LifecycleFromEnv).
 const (
 	EnvRuntimeLazy     = "JAM_OWNED_RUNTIME_LAZY"
 	EnvRuntimeIdleSecs = "JAM_OWNED_RUNTIME_IDLE_SECS"
+	// EnvProviderReadySecs replaces every provider's start-handshake bound.
+	EnvProviderReadySecs = "JAM_PROVIDER_READY_SECS"
 )
+
+// Lifecycle is the operator's configuration of the owned-runtime lifecycle.
+type Lifecycle struct {
+	// Eager binds rooms live instead of dormant (JAM_OWNED_RUNTIME_LAZY=0).
+	Eager bool
+	// IdleSecs, when set, overrides every template's and the setting's idle threshold.
+	IdleSecs int
+	// ReadyTimeout, when set, replaces every provider's start-handshake bound.
+	ReadyTimeout time.Duration
+}
+
+// LifecycleFromEnv parses the lifecycle knobs. A malformed value is an error, not a silent
+// default: the operator asked for something.
+func LifecycleFromEnv(getenv func(string) string) (Lifecycle, error) {
+	var l Lifecycle
+	switch v := getenv(EnvRuntimeLazy); v {
+	case "", "1", "true":
+	case "0", "false":
+		l.Eager = true
+	default:
+		return Lifecycle{}, fmt.Errorf("%s=%q: want 1 or 0", EnvRuntimeLazy, v)
+	}
+	for _, k := range []struct {
+		name string
+		into func(int)
+	}{
+		{EnvRuntimeIdleSecs, func(n int) { l.IdleSecs = n }},
+		{EnvProviderReadySecs, func(n int) { l.ReadyTimeout = time.Duration(n) * time.Second }},
+	} {
+		if v := getenv(k.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > domain.MaxIdleSecs {
+				return Lifecycle{}, fmt.Errorf("%s=%q: want a positive number of seconds", k.name, v)
+			}
+			k.into(n)
+		}
+	}
+	return l, nil
+}
 
 // Sessions holds the database-side activities of the RoomSession workflow. They need no
 // particular machine and run on the shared queue.
 type Sessions struct {
-	Store *store.Store
-	// Getenv reads the lifecycle knobs; nil is os.Getenv.
-	Getenv func(string) string
+	Store     *store.Store
+	Lifecycle Lifecycle
 }
 
 // LoadSessionInput names the session and the node its runtime last ran on.
@@ -53,8 +95,12 @@ type LoadSessionResult struct {
 	// Sandboxed: the session runs in its runtime host's sandbox (a lease is taken first).
 	Sandboxed bool `json:"sandboxed"`
 	// Node is where a runtime should start: the previous node while it is live, else the
-	// freshest live node; "" when no node is live or nothing is to start.
+	// freshest live node that has an adapter for the session's provider; "" when no node is
+	// live or nothing is to start.
 	Node string `json:"node"`
+	// NoAdapter: nodes are live but none has an adapter for the session's transport.
+	NoAdapter bool             `json:"no_adapter,omitempty"`
+	Transport domain.Transport `json:"transport,omitempty"`
 }
 
 // LoadSession reads what decides whether a room session runs now, and where.
@@ -66,7 +112,8 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 	if err != nil {
 		return LoadSessionResult{}, err
 	}
-	out := LoadSessionResult{Removed: hs.Removed, AgentID: hs.AgentID, RoomID: hs.RoomID, Sandboxed: hs.Config.Sandbox.Enabled}
+	out := LoadSessionResult{Removed: hs.Removed, AgentID: hs.AgentID, RoomID: hs.RoomID, Sandboxed: hs.Config.Sandbox.Enabled,
+		Transport: hs.Config.Transport}
 	a, err := s.Store.GetAgent(ctx, hs.AgentID)
 	if errors.Is(err, store.ErrNotFound) {
 		return LoadSessionResult{Gone: true}, nil
@@ -78,35 +125,28 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 	if out.Backlog, err = s.Store.CountUnsettled(ctx, hs.AgentID, hs.RoomID); err != nil {
 		return LoadSessionResult{}, err
 	}
-	out.Lazy = s.getenv(EnvRuntimeLazy) != "0"
-	if out.IdleSecs, err = s.idleSecs(ctx); err != nil {
+	out.Lazy = !s.Lifecycle.Eager
+	if out.IdleSecs, err = s.idleSecs(ctx, hs.Config); err != nil {
 		return LoadSessionResult{}, err
 	}
 	// Only a session that will wake needs a node: a dormant registration reads no nodes.
 	if !out.Removed && !out.AgentStopped && (out.Backlog > 0 || !out.Lazy || in.WantLive) {
-		if out.Node, err = s.pickNode(ctx, in.PreviousNode); err != nil {
+		row, _ := domain.LookupTransport(hs.Config.Transport)
+		if out.Node, out.NoAdapter, err = s.pickNode(ctx, in.PreviousNode, row.Provider); err != nil {
 			return LoadSessionResult{}, err
 		}
 	}
 	return out, nil
 }
 
-func (s *Sessions) getenv(k string) string {
-	if s.Getenv != nil {
-		return s.Getenv(k)
+// idleSecs is the idle-reap threshold: JAM_OWNED_RUNTIME_IDLE_SECS, else the template's
+// idle_secs, else the setting, else the default.
+func (s *Sessions) idleSecs(ctx context.Context, c domain.TemplateConfig) (int, error) {
+	if s.Lifecycle.IdleSecs > 0 {
+		return s.Lifecycle.IdleSecs, nil
 	}
-	return os.Getenv(k)
-}
-
-// idleSecs is JAM_OWNED_RUNTIME_IDLE_SECS, else the setting, else the default. A malformed
-// environment value is an error, not a silent default: the operator asked for something.
-func (s *Sessions) idleSecs(ctx context.Context) (int, error) {
-	if v := s.getenv(EnvRuntimeIdleSecs); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return 0, fmt.Errorf("%s=%q: want a positive number of seconds", EnvRuntimeIdleSecs, v)
-		}
-		return n, nil
+	if c.IdleSecs != nil && *c.IdleSecs > 0 {
+		return *c.IdleSecs, nil
 	}
 	set, err := s.Store.GetSetting(ctx, domain.SettingIdleSecs)
 	if errors.Is(err, store.ErrNotFound) {
@@ -123,30 +163,63 @@ func (s *Sessions) idleSecs(ctx context.Context) (int, error) {
 }
 
 // pickNode keeps a runtime on the node whose disk holds its workspace while that node is
-// live, else takes the node that beat most recently.
-func (s *Sessions) pickNode(ctx context.Context, previous string) (string, error) {
+// live (and can run it), else takes the node that can run the provider and beat most
+// recently. noAdapter: nodes are live, none can run the provider.
+func (s *Sessions) pickNode(ctx context.Context, previous string, p domain.Provider) (node string, noAdapter bool, err error) {
 	nodes, err := s.Store.ListNodes(ctx)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	now, err := s.Store.Now(ctx)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	best := ""
+	best, live := "", false
 	var bestBeat = now.Add(-domain.NodeStaleAfter)
 	for _, n := range nodes {
 		if now.Sub(n.HeartbeatAt) > domain.NodeStaleAfter {
 			continue
 		}
+		live = true
+		if !n.Runs(p) {
+			continue
+		}
 		if n.Name == previous {
-			return n.Name, nil
+			return n.Name, false, nil
 		}
 		if n.HeartbeatAt.After(bestBeat) || best == "" {
 			best, bestBeat = n.Name, n.HeartbeatAt
 		}
 	}
-	return best, nil
+	return best, live && best == "", nil
+}
+
+// RecordRuntimeFailureInput holds a session in a permanent start failure.
+type RecordRuntimeFailureInput struct {
+	RuntimeSession uuid.UUID           `json:"runtime_session"`
+	Class          domain.FailureClass `json:"class"`
+	Reason         string              `json:"reason"`
+	At             time.Time           `json:"at"`
+}
+
+// RecordRuntimeFailure records the failure and tells the room; recording the same one again
+// changes nothing.
+func (s *Sessions) RecordRuntimeFailure(ctx context.Context, in RecordRuntimeFailureInput) error {
+	err := s.Store.RecordRuntimeFailure(ctx, in.RuntimeSession, domain.RuntimeFailure{Class: in.Class, Reason: in.Reason, At: in.At})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // the session is gone (agent deleted): nobody to tell
+	}
+	return err
+}
+
+// ClearRuntimeFailureInput names the session that tries to start again.
+type ClearRuntimeFailureInput struct {
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+}
+
+// ClearRuntimeFailure ends the session's recorded failure.
+func (s *Sessions) ClearRuntimeFailure(ctx context.Context, in ClearRuntimeFailureInput) error {
+	return s.Store.ClearRuntimeFailure(ctx, in.RuntimeSession, time.Now())
 }
 
 // BacklogReport is what Reconcile found in the database.
@@ -155,6 +228,8 @@ type BacklogReport struct {
 	Sessions []uuid.UUID `json:"sessions"`
 	// StaleNodes missed three heartbeats in a row.
 	StaleNodes []string `json:"stale_nodes"`
+	// Retry sessions failed for want of an adapter that a live node now has.
+	Retry []uuid.UUID `json:"retry,omitempty"`
 }
 
 // ReconcileLimit bounds the sessions one Reconcile run pokes.
@@ -176,9 +251,22 @@ func (s *Sessions) FindBacklog(ctx context.Context) (BacklogReport, error) {
 		return BacklogReport{}, err
 	}
 	out := BacklogReport{Sessions: ids}
+	var live []domain.Node
 	for _, n := range nodes {
 		if now.Sub(n.HeartbeatAt) > domain.NodeStaleAfter {
 			out.StaleNodes = append(out.StaleNodes, n.Name)
+		} else {
+			live = append(live, n)
+		}
+	}
+	failed, err := s.Store.FailedSessions(ctx, domain.FailureAdapterMissing, ReconcileLimit)
+	if err != nil {
+		return BacklogReport{}, err
+	}
+	for _, hs := range failed {
+		row, _ := domain.LookupTransport(hs.Config.Transport)
+		if slices.ContainsFunc(live, func(n domain.Node) bool { return n.Runs(row.Provider) }) {
+			out.Retry = append(out.Retry, hs.RuntimeSessionID)
 		}
 	}
 	return out, nil

@@ -130,6 +130,11 @@ func (s *Server) createAgent(c *gin.Context) error {
 			return err
 		}
 	}
+	if req.Kind == domain.AgentOwned && req.Template != nil {
+		if err := s.requireAdapter(c.Request.Context(), *req.Template); err != nil {
+			return err
+		}
+	}
 	a, err := s.cfg.Store.CreateAgent(c.Request.Context(), domain.Agent{ID: uuid.New(), Name: req.Name, Kind: req.Kind,
 		Briefing: req.Briefing, CreatedAt: time.Now()}, hash)
 	if errors.Is(err, store.ErrConflict) {

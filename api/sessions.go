@@ -21,6 +21,8 @@ type SessionControl interface {
 	State(ctx context.Context, session uuid.UUID) (workflows.RoomSessionStatus, error)
 	Update(ctx context.Context, session uuid.UUID, name string, arg any) (workflows.RoomSessionStatus, error)
 	Poke(ctx context.Context, b domain.Binding) error
+	// Retry tells a session held in a permanent start failure that something changed.
+	Retry(ctx context.Context, session uuid.UUID, reason string) error
 }
 
 // stateTimeout bounds one presence query: a session whose worker does not answer in time is
@@ -55,7 +57,12 @@ type SessionBody struct {
 	EffectiveGeneration int64                 `json:"effective_generation"`
 	PendingChange       *domain.PendingChange `json:"pending_change"`
 	ProviderSessionID   string                `json:"provider_session_id,omitempty"`
-	WorkflowID          string                `json:"workflow_id"`
+	// ProviderVersion is the version the session's provider last reported.
+	ProviderVersion string `json:"provider_version,omitempty"`
+	// Failure says why the runtime cannot start (presence failed) until something changes:
+	// a restart, a template save, a node with the missing adapter.
+	Failure    *domain.RuntimeFailure `json:"failure,omitempty"`
+	WorkflowID string                 `json:"workflow_id"`
 	// WorkflowURL opens the workflow in the Temporal Web UI, when one is configured.
 	WorkflowURL string                `json:"workflow_url,omitempty"`
 	Config      domain.TemplateConfig `json:"config"`
@@ -94,8 +101,9 @@ func (s *Server) sessionBody(h domain.HostSession) SessionBody {
 	b := SessionBody{RuntimeSessionID: h.RuntimeSessionID, AgentID: h.AgentID, TemplateID: h.TemplateID,
 		RoomID: h.RoomID, Alias: h.Alias, Presence: domain.PresenceUnknown, Removed: h.Removed,
 		DesiredGeneration: h.DesiredGeneration, EffectiveGeneration: h.EffectiveGeneration, PendingChange: h.PendingChange,
-		ProviderSessionID: h.ProviderSessionID, WorkflowID: workflows.RoomSessionID(h.RuntimeSessionID),
-		Config: h.Config, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+		ProviderSessionID: h.ProviderSessionID, ProviderVersion: h.ProviderVersion, Failure: h.Failure,
+		WorkflowID: workflows.RoomSessionID(h.RuntimeSessionID),
+		Config:     h.Config, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
 	b.WorkflowURL = s.workflowURL(b.WorkflowID)
 	return b
 }

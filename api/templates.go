@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -57,6 +59,9 @@ func (s *Server) createTemplate(c *gin.Context) error {
 	}
 	var req CreateTemplateRequest
 	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if err := s.requireAdapter(c.Request.Context(), req.TemplateConfig); err != nil {
 		return err
 	}
 	t, err := s.cfg.Store.CreateTemplate(c.Request.Context(), domain.Template{ID: uuid.New(), AgentID: a.ID,
@@ -135,6 +140,9 @@ func (s *Server) saveTemplate(c *gin.Context) error {
 		return validationError(domain.Validations{{Field: "apply_mode", Detail: "want one of " + strings.Join(domain.ApplyModes.Strings(), ", ")}})
 	}
 	ctx := c.Request.Context()
+	if err := s.requireAdapter(ctx, req.TemplateConfig); err != nil {
+		return err
+	}
 	var saved domain.Template
 	if req.ApplyMode == domain.ApplyAndRestart {
 		saved, err = s.cfg.Store.SaveTemplateAndRequestApply(ctx, t.ID, req.Normalized(), time.Now())
@@ -149,6 +157,9 @@ func (s *Server) saveTemplate(c *gin.Context) error {
 	}
 	body := TemplateSaveBody{TemplateBody: templateBody(saved)}
 	if req.ApplyMode != domain.ApplyAndRestart {
+		// Applying tells every room itself; a save for new sessions only tells the rooms
+		// that cannot start to try again.
+		s.retryFailed(ctx, saved)
 		c.JSON(http.StatusOK, body)
 		return nil
 	}
@@ -166,4 +177,58 @@ func (s *Server) saveTemplate(c *gin.Context) error {
 	body.Operation = &TemplateApplyOperation{WorkflowID: id, WorkflowURL: s.workflowURL(id), Generation: saved.DesiredGeneration}
 	c.JSON(http.StatusAccepted, body)
 	return nil
+}
+
+// requireAdapter refuses a template no live node can run: with nodes live and none of them
+// having an adapter for its transport, every room made from it would fail. With no live
+// node nothing can be judged, and the save stands.
+func (s *Server) requireAdapter(ctx context.Context, cfg domain.TemplateConfig) error {
+	row, ok := domain.LookupTransport(cfg.Transport)
+	if !ok || !row.Owned {
+		return nil // the validator refuses it
+	}
+	nodes, err := s.cfg.Store.ListNodes(ctx)
+	if err != nil {
+		return err
+	}
+	now, err := s.cfg.Store.Now(ctx)
+	if err != nil {
+		return err
+	}
+	live := false
+	for _, n := range nodes {
+		if now.Sub(n.HeartbeatAt) > domain.NodeStaleAfter {
+			continue
+		}
+		if n.Runs(row.Provider) {
+			return nil
+		}
+		live = true
+	}
+	if !live {
+		return nil
+	}
+	return &Error{Status: http.StatusUnprocessableEntity, Code: CodePrecondition,
+		Message: fmt.Sprintf("no live node has a runtime adapter for %s (transport %s); its rooms could never start", row.Label, cfg.Transport)}
+}
+
+// retryFailed tells the template's rooms that cannot start that it changed, so each tries
+// once more. Best effort: an operator's restart does the same.
+func (s *Server) retryFailed(ctx context.Context, t domain.Template) {
+	if s.cfg.Sessions == nil {
+		return
+	}
+	sessions, err := s.cfg.Store.ListHostSessions(ctx, store.SessionFilter{Agent: &t.AgentID})
+	if err != nil {
+		s.log.Warn("list sessions to retry after a template save", "template", t.ID, "error", err)
+		return
+	}
+	for _, hs := range sessions {
+		if hs.TemplateID != t.ID || hs.Failure == nil {
+			continue
+		}
+		if err := s.cfg.Sessions.Retry(ctx, hs.RuntimeSessionID, "template saved"); err != nil {
+			s.log.Warn("retry a failed session after a template save", "runtime_session", hs.RuntimeSessionID, "error", err)
+		}
+	}
 }

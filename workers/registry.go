@@ -37,7 +37,7 @@ func DefaultFactories() map[domain.Provider]provider.Factory {
 var ErrRegistryClosed = errors.New("runtime registry is shut down")
 
 // ErrUnsupportedTransport: no adapter is registered for the transport's provider.
-var ErrUnsupportedTransport = errors.New("no runtime adapter for this transport")
+var ErrUnsupportedTransport = provider.ErrNoAdapter
 
 // RuntimeRegistry is a worker process's table of live provider runtimes, one per runtime
 // session. It spawns every child in its own process group and remembers the group until the
@@ -64,6 +64,8 @@ type runtimeEntry struct {
 	// exitedInTurn: the child was seen dead when a turn ended, which the watcher may only
 	// notice after turns dropped back to zero.
 	exitedInTurn bool
+	// preparing: its start handshake is in flight.
+	preparing bool
 }
 
 // RegistryOption configures a RuntimeRegistry.
@@ -181,7 +183,7 @@ func (r *RuntimeRegistry) Start(ctx context.Context, spec provider.Spec) (provid
 	if err != nil {
 		return nil, provider.Prepared{}, fmt.Errorf("build runtime %s: %w", spec.RuntimeSession, err)
 	}
-	e := &runtimeEntry{rt: rt, generation: spec.Generation}
+	e := &runtimeEntry{rt: rt, generation: spec.Generation, preparing: true}
 	// The slot is claimed under the lock, so concurrent Starts of one session agree on one
 	// runtime; an older generation (or one being stopped) is torn down first.
 	for {
@@ -212,6 +214,9 @@ func (r *RuntimeRegistry) Start(ctx context.Context, spec provider.Spec) (provid
 	r.runtimes[spec.RuntimeSession] = e
 	r.mu.Unlock()
 	p, err := rt.Prepare(ctx)
+	r.mu.Lock()
+	e.preparing = false
+	r.mu.Unlock()
 	if err != nil {
 		_ = rt.Teardown(context.WithoutCancel(ctx), domain.CheckpointBeforeStop)
 		r.forget(spec.RuntimeSession, e)
@@ -331,6 +336,25 @@ func (r *RuntimeRegistry) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.runtimes)
+}
+
+// Close refuses new runtimes and ends every start handshake in flight, so a stopping worker
+// does not wait out a provider that never answers; running turns are left to finish.
+func (r *RuntimeRegistry) Close(ctx context.Context) {
+	r.mu.Lock()
+	r.closed = true
+	var preparing []uuid.UUID
+	for s, e := range r.runtimes {
+		if e.preparing {
+			preparing = append(preparing, s)
+		}
+	}
+	r.mu.Unlock()
+	for _, s := range preparing {
+		if err := r.Teardown(ctx, s, domain.CheckpointBeforeStop); err != nil {
+			r.log.Warn("ending a start handshake at shutdown", "runtime_session", s, "error", err)
+		}
+	}
 }
 
 // Shutdown tears every runtime down (BeforeStop), refuses new ones, and finally kills any

@@ -154,6 +154,33 @@ func TestRegistryShutdownLeavesNoChildBehind(t *testing.T) {
 	assert.ErrorIs(t, err, ErrRegistryClosed)
 }
 
+// Issue 17: a provider that never answered initialize made a clean stop wait 31 s. Closing
+// the registry ends a start handshake at once and leaves a live runtime's turns alone.
+func TestClosingTheRegistryEndsAHandshakeInFlightButNotALiveRuntime(t *testing.T) {
+	r := NewRuntimeRegistry(quietLog(), nil, nil)
+	defer r.Shutdown(context.Background())
+	live, _ := startRuntime(t, r, agentSpec(t, uuid.New(), 1))
+	mute := filepath.Join(t.TempDir(), "mute-agent")
+	require.NoError(t, os.WriteFile(mute, []byte("#!/bin/sh\nexec sleep 120\n"), 0o755))
+	spec := provider.Spec{RuntimeSession: uuid.New(), Generation: 1, Transport: domain.TransportACP,
+		Executable: mute, Dir: t.TempDir(), ReadyTimeout: time.Minute}
+	done := make(chan error, 1)
+	go func() { _, _, err := r.Start(context.Background(), spec); done <- err }()
+	require.Eventually(t, func() bool { return r.Len() == 2 }, 10*time.Second, 10*time.Millisecond)
+	start := time.Now()
+	r.Close(context.Background())
+	select {
+	case err := <-done:
+		require.Error(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handshake in flight outlived Close")
+	}
+	assert.Less(t, time.Since(start), 2*provider.ChildShutdownGrace)
+	assert.True(t, live.Liveness().ProcessAlive, "Close stopped a live runtime")
+	_, _, err := r.Start(context.Background(), agentSpec(t, uuid.New(), 1))
+	assert.ErrorIs(t, err, ErrRegistryClosed)
+}
+
 func TestRegistryRefusesTransportsWithoutAnAdapter(t *testing.T) {
 	r := NewRuntimeRegistry(quietLog(), nil, nil)
 	defer r.Shutdown(context.Background())

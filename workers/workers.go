@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,6 +62,8 @@ type Config struct {
 	// Env is the environment executable resolution reads and host-native providers get
 	// their allowed variables from; nil is the process's, read once at start.
 	Env []string
+	// Lifecycle is the operator's owned-runtime lifecycle configuration.
+	Lifecycle activities.Lifecycle
 }
 
 // Workers are a node's running workers and its heartbeat.
@@ -87,9 +91,13 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = domain.NodeHeartbeatInterval
 	}
+	if cfg.Factories == nil {
+		cfg.Factories = DefaultFactories()
+	}
 	host, _ := os.Hostname()
 	node, err := cfg.Store.RegisterNode(ctx, domain.Node{
 		Name: cfg.Node, Hostname: host, PID: os.Getpid(), Version: cfg.Version, DataDir: cfg.DataDir,
+		Adapters: slices.Sorted(maps.Keys(cfg.Factories)),
 	})
 	if err != nil {
 		return nil, err
@@ -123,7 +131,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 			cfg.Logger.Warn("signal runtime exit", "runtime_session", exit.RuntimeSession, "error", err)
 		}
 	}, WithGroupRecords(records))
-	registerShared(w.shared, cfg.Store, cfg.Client)
+	registerShared(w.shared, cfg.Store, cfg.Client, cfg.Lifecycle)
 	sbx := &activities.Sandbox{Store: cfg.Store, Layout: layout, Sbx: cfg.Sbx}
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
 	w.node.RegisterActivity(sbx)
@@ -134,7 +142,8 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		env = os.Environ()
 	}
 	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Table: w.runtimes, Permissions: w.permissions,
-		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes"), Pause: pause, Env: env})
+		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes"), Pause: pause, Env: env,
+		ReadyTimeout: cfg.Lifecycle.ReadyTimeout})
 	w.node.RegisterActivity(&activities.Workspaces{Store: cfg.Store, Layout: layout, Sandbox: sbx,
 		Live: func(s uuid.UUID) bool { _, _, ok := w.runtimes.Get(s); return ok }, Pause: pause})
 	if cfg.Register != nil {
@@ -178,7 +187,7 @@ func startProcessGroups(ctx context.Context, dir string, log *slog.Logger) (*pro
 
 // registerShared registers every workflow and the machine-independent activities; they all
 // run on the shared queue.
-func registerShared(w worker.Registry, st *store.Store, c client.Client) {
+func registerShared(w worker.Registry, st *store.Store, c client.Client, l activities.Lifecycle) {
 	w.RegisterWorkflow(workflows.NodeProbe)
 	w.RegisterWorkflow(workflows.RoomSession)
 	w.RegisterWorkflow(workflows.RuntimeHost)
@@ -195,7 +204,7 @@ func registerShared(w worker.Registry, st *store.Store, c client.Client) {
 	w.RegisterWorkflow(workflows.CleanupInspection)
 	w.RegisterWorkflow(workflows.RemovalInspection)
 	w.RegisterActivity(&activities.WorkspaceRecords{Store: st})
-	w.RegisterActivity(&activities.Sessions{Store: st})
+	w.RegisterActivity(&activities.Sessions{Store: st, Lifecycle: l})
 	hosts := &roomctl.Hosts{Client: c}
 	w.RegisterActivity(&activities.Hosts{Store: st, Leases: hosts, Members: hosts})
 }
@@ -204,6 +213,10 @@ func registerShared(w worker.Registry, st *store.Store, c client.Client) {
 // heartbeat. It is safe to call more than once.
 func (w *Workers) Stop() {
 	w.stopOnce.Do(func() {
+		// Handshakes in flight end now; turns get the stop timeout to finish.
+		closing, cancel := context.WithTimeout(context.Background(), 2*provider.ChildShutdownGrace)
+		w.runtimes.Close(closing)
+		cancel()
 		var wg sync.WaitGroup
 		for _, wk := range []worker.Worker{w.shared, w.node} {
 			wg.Add(1)

@@ -35,7 +35,12 @@ type ReconcileReport struct {
 	Deferred int `json:"deferred"`
 	// StaleNodes missed three heartbeats in a row; their sessions wake elsewhere.
 	StaleNodes []string `json:"stale_nodes,omitempty"`
+	// Retried sessions had failed for want of an adapter a live node now has.
+	Retried int `json:"retried,omitempty"`
 }
+
+// versionReconcileRetry gates telling failed sessions that a node gained their adapter.
+const versionReconcileRetry = "reconcile-retry-adapters"
 
 // Reconcile heals lost pokes: every room session whose room has unsettled messages while its
 // agent wants to run is poked (a live session runs a turn; a dormant one wakes). It changes
@@ -78,6 +83,19 @@ func Reconcile(ctx workflow.Context) (ReconcileReport, error) {
 			continue
 		}
 		rep.Started = append(rep.Started, ids[i])
+	}
+	if len(found.Retry) > 0 && workflow.GetVersion(ctx, versionReconcileRetry, workflow.DefaultVersion, 1) >= 1 {
+		retry := found.Retry[:min(len(found.Retry), maxPokesPerRun)]
+		futures := make([]workflow.Future, len(retry))
+		for i, id := range retry {
+			futures[i] = workflow.SignalExternalWorkflow(ctx, RoomSessionID(id), "", SignalRetry,
+				RetrySignal{Reason: "a live node now has the runtime adapter"})
+		}
+		for _, f := range futures {
+			if f.Get(ctx, nil) == nil {
+				rep.Retried++
+			}
+		}
 	}
 	if len(rep.StaleNodes) > 0 {
 		workflow.GetLogger(ctx).Warn("stale nodes", "nodes", rep.StaleNodes)

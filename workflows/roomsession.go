@@ -84,6 +84,9 @@ type RoomSessionState struct {
 	Host    uuid.UUID `json:"host,omitempty"`
 	Sandbox string    `json:"sandbox,omitempty"`
 	Leased  bool      `json:"leased,omitempty"`
+	// Failure is the permanent start failure the session holds in (phase failed), kept
+	// through a removal so a re-add clears its record.
+	Failure *domain.RuntimeFailure `json:"failure,omitempty"`
 }
 
 // RoomSessionStatus is the answer of QueryState.
@@ -103,6 +106,8 @@ type RoomSessionStatus struct {
 	Sandbox      string              `json:"sandbox,omitempty"`
 	// Leased: the session holds a lease on its host (a runtime may run there).
 	Leased bool `json:"leased,omitempty"`
+	// Failure says why the session cannot start (phase failed).
+	Failure *domain.RuntimeFailure `json:"failure,omitempty"`
 }
 
 // RuntimeExitedSignal is the payload of SignalRuntimeExited.
@@ -146,15 +151,18 @@ type roomSession struct {
 	s       RoomSessionState
 	actions []*action
 	exits   []RuntimeExitedSignal
+	retries []RetrySignal
 	// runTurns counts this run's turns, for continue-as-new.
-	runTurns        int64
-	inbound, exited workflow.ReceiveChannel
-	sess            *activities.Sessions
-	hosts           *activities.Hosts
-	rt              *activities.Runtimes
+	runTurns               int64
+	inbound, exited, retry workflow.ReceiveChannel
+	sess                   *activities.Sessions
+	hosts                  *activities.Hosts
+	rt                     *activities.Runtimes
 	// candidate is the configuration generation the next prepare starts (0: the effective
 	// one); set only while an apply runs.
 	candidate int64
+	// startErr is why the last start failed (nil when it did not).
+	startErr error
 }
 
 // RoomSession is the entity workflow of one room's runtime session: it registers the room
@@ -188,6 +196,12 @@ func RoomSession(ctx workflow.Context, in RoomSessionInput) error {
 			r.onExit(ctx, e)
 			continue
 		}
+		if len(r.retries) > 0 {
+			rs := r.retries[0]
+			r.retries = r.retries[1:]
+			r.retryStart(ctx, rs.Reason)
+			continue
+		}
 		if r.s.Phase == domain.PhaseRetired {
 			if r.s.Pokes > 0 {
 				r.s.Pokes = 0
@@ -210,7 +224,7 @@ func RoomSession(ctx workflow.Context, in RoomSessionInput) error {
 }
 
 func (r *roomSession) ready() bool {
-	return len(r.actions) > 0 || len(r.exits) > 0 || r.s.Pokes > 0
+	return len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 || r.s.Pokes > 0
 }
 
 // wait blocks until there is something to do; a live, reapable runtime is torn down when
@@ -239,6 +253,7 @@ func (r *roomSession) register(ctx workflow.Context) error {
 	}
 	r.inbound = workflow.GetSignalChannel(ctx, SignalInbound)
 	r.exited = workflow.GetSignalChannel(ctx, SignalRuntimeExited)
+	r.retry = workflow.GetSignalChannel(ctx, SignalRetry)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(r.inbound, func(c workflow.ReceiveChannel, _ bool) {
@@ -249,6 +264,11 @@ func (r *roomSession) register(ctx workflow.Context) error {
 			var e RuntimeExitedSignal
 			c.Receive(ctx, &e)
 			r.exits = append(r.exits, e)
+		})
+		sel.AddReceive(r.retry, func(c workflow.ReceiveChannel, _ bool) {
+			var rs RetrySignal
+			c.Receive(ctx, &rs)
+			r.retries = append(r.retries, rs)
 		})
 		for {
 			sel.Select(ctx)
@@ -321,6 +341,7 @@ func (r *roomSession) do(ctx workflow.Context, a *action) {
 		// persisted run intent instead, which every wake reads.
 		r.s.Held = a.stop == domain.StopOperator
 	case UpdateRestart:
+		r.retryStart(ctx, "restart")
 		r.s.Held = false
 		r.teardown(ctx, domain.CheckpointBeforeStop)
 		r.s.Crashes, r.s.LastError = 0, ""
@@ -331,6 +352,8 @@ func (r *roomSession) do(ctx workflow.Context, a *action) {
 		r.s.Phase, r.s.Held, r.s.WantLive, r.s.Pokes = domain.PhaseRetired, false, false, 0
 	case UpdateApplyConfig:
 		r.applyConfig(ctx, a.apply.Generation)
+		// A new configuration is a change: a session that could not start tries it.
+		r.retryStart(ctx, "configuration applied")
 	}
 }
 
@@ -355,6 +378,12 @@ func (r *roomSession) revive(ctx workflow.Context) {
 	if !ok || load.Gone || load.Removed {
 		return
 	}
+	if r.s.Failure != nil {
+		// Removed while failed: the re-added room tries again, with its record cleared.
+		r.s.Phase = domain.PhaseFailed
+		r.retryStart(ctx, "re-added to the room")
+		return
+	}
 	r.s.Phase = domain.PhaseDormant
 	r.s.Pokes++
 }
@@ -362,8 +391,8 @@ func (r *roomSession) revive(ctx workflow.Context) {
 // serve answers a poke: it wakes a dormant runtime when messages wait (or when the lifecycle
 // is not lazy), then runs one turn over the room's backlog.
 func (r *roomSession) serve(ctx workflow.Context) {
-	if r.s.Held {
-		return
+	if r.s.Held || r.s.Phase == domain.PhaseFailed {
+		return // only a change (restart, template, adapter) wakes a failed session
 	}
 	if r.s.Phase != domain.PhaseLive {
 		load, ok := r.load(ctx)
@@ -379,6 +408,10 @@ func (r *roomSession) serve(ctx workflow.Context) {
 			return
 		}
 		if load.Node == "" {
+			if load.NoAdapter && r.failStart(ctx, domain.FailureAdapterMissing,
+				fmt.Sprintf("no live node has a runtime adapter for transport %s", load.Transport)) {
+				return
+			}
 			r.s.LastError = "no live node to run the runtime on"
 			return
 		}
@@ -432,6 +465,7 @@ func (r *roomSession) acquire(ctx workflow.Context, node string) bool {
 		RuntimeSession: r.in.RuntimeSession, Node: node}).Get(ctx, &lease)
 	if err != nil {
 		r.s.LastError = "acquire runtime host: " + errorText(err)
+		r.startErr = err
 		workflow.GetLogger(ctx).Warn("runtime host not acquired", "runtime_session", r.in.RuntimeSession, "error", err)
 		// The host may still be working on it: say this session does not want it, so a
 		// late acquire does not count a lease nobody will release.
@@ -499,8 +533,10 @@ func (r *roomSession) releaseFor(ctx workflow.Context, reason domain.CheckpointR
 
 func (r *roomSession) prepare(ctx workflow.Context, node string, sandboxed bool) bool {
 	r.s.Phase, r.s.Node, r.s.WantLive = domain.PhaseStarting, node, false
+	r.startErr = nil
 	if sandboxed && !r.acquire(ctx, node) {
 		r.s.Phase = domain.PhaseDormant
+		r.failIfPermanent(ctx)
 		return false
 	}
 	actx := r.nodeCtx(ctx, workflow.ActivityOptions{
@@ -528,7 +564,9 @@ func (r *roomSession) prepare(ctx workflow.Context, node string, sandboxed bool)
 	if err != nil {
 		r.release(ctx)
 		r.s.Phase, r.s.LastError = domain.PhaseDormant, "prepare runtime: "+errorText(err)
+		r.startErr = err
 		workflow.GetLogger(ctx).Warn("runtime did not start", "runtime_session", r.in.RuntimeSession, "error", err)
+		r.failIfPermanent(ctx)
 		return false
 	}
 	r.s.Phase, r.s.Generation, r.s.PID = domain.PhaseLive, out.Generation, out.PID
@@ -656,7 +694,7 @@ func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointRea
 func (r *roomSession) status() RoomSessionStatus {
 	st := RoomSessionStatus{Phase: r.s.Phase, Presence: r.presence(), Node: r.s.Node, Generation: r.s.Generation,
 		PID: r.s.PID, InTurn: r.s.InTurn, Held: r.s.Held, Turns: r.s.Turns, LastActivity: r.s.LastActivity,
-		IdleSecs: r.s.IdleSecs, LastError: r.s.LastError, Leased: r.s.Leased}
+		IdleSecs: r.s.IdleSecs, LastError: r.s.LastError, Leased: r.s.Leased, Failure: r.s.Failure}
 	if r.s.Host != uuid.Nil {
 		h := r.s.Host
 		st.Host, st.Sandbox = &h, r.s.Sandbox
@@ -668,6 +706,8 @@ func (r *roomSession) presence() domain.Presence {
 	switch {
 	case r.s.Phase == domain.PhaseLive || r.s.Phase == domain.PhaseStopping:
 		return domain.PresenceLive
+	case r.s.Phase == domain.PhaseFailed:
+		return domain.PresenceFailed
 	case r.s.Crashed:
 		return domain.PresenceDisconnected
 	default:
@@ -682,9 +722,9 @@ func (r *roomSession) continueAsNew(ctx workflow.Context) error {
 	// A handler may be waiting for the main loop (its action queued behind the one that made
 	// the others finish): waiting for every handler alone would wait forever.
 	_ = workflow.Await(ctx, func() bool {
-		return workflow.AllHandlersFinished(ctx) || len(r.actions) > 0 || len(r.exits) > 0
+		return workflow.AllHandlersFinished(ctx) || len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0
 	})
-	if len(r.actions) > 0 || len(r.exits) > 0 {
+	if len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 {
 		return nil
 	}
 	for r.inbound.ReceiveAsync(nil) {
@@ -693,6 +733,10 @@ func (r *roomSession) continueAsNew(ctx workflow.Context) error {
 	var e RuntimeExitedSignal
 	for r.exited.ReceiveAsync(&e) {
 		r.onExit(ctx, e) // goes dormant and releases the host lease, as the loop would
+	}
+	var rs RetrySignal
+	for r.retry.ReceiveAsync(&rs) {
+		r.retryStart(ctx, rs.Reason)
 	}
 	s := r.s
 	in := r.in

@@ -34,6 +34,8 @@ type sessionEnv struct {
 	teardowns []domain.CheckpointReason
 	// turnErr, when set, fails the next RunTurn once.
 	turnErr error
+	// prepareErr, when set, decides whether a PrepareRuntime fails.
+	prepareErr func(activities.PrepareRuntimeInput) error
 }
 
 func newSessionEnv(t *testing.T) *sessionEnv {
@@ -50,8 +52,13 @@ func newSessionEnv(t *testing.T) *sessionEnv {
 				AgentStopped: e.stopped}, nil
 		})
 	e.env.OnActivity(rt.PrepareRuntime, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.PrepareRuntimeInput) (activities.PrepareRuntimeResult, error) {
+		func(_ context.Context, in activities.PrepareRuntimeInput) (activities.PrepareRuntimeResult, error) {
 			e.prepares++
+			if e.prepareErr != nil {
+				if err := e.prepareErr(in); err != nil {
+					return activities.PrepareRuntimeResult{}, err
+				}
+			}
 			return activities.PrepareRuntimeResult{Generation: int64(e.prepares), PID: 100 + e.prepares, IdlePolicy: e.policy}, nil
 		})
 	e.env.OnActivity(rt.RunTurn, mock.Anything, mock.Anything).Return(

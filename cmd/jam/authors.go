@@ -47,6 +47,11 @@ func (n *authorNamer) name(m api.MessageBody) string {
 		n.names[id] = m.AuthorAgentName
 		return m.AuthorAgentName
 	}
+	return n.agentName(id)
+}
+
+// agentName names an agent by id from the agents list.
+func (n *authorNamer) agentName(id uuid.UUID) string {
 	if name, ok := n.names[id]; ok {
 		return name
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/jam-dev/jam/api"
@@ -213,6 +214,23 @@ func printEvent(w interface{ Write([]byte) (int, error) }, e client.Event, autho
 		return err
 	case domain.EventInboundQueued, domain.EventKind(domain.StreamOpen):
 		return nil // per-recipient queue rows and the stream's own position: noise in a room view
+	case domain.EventRuntimeFailed:
+		// The human waiting in the room needs to know nobody will answer, and what helps.
+		var f struct {
+			Session uuid.UUID           `json:"runtime_session"`
+			Class   domain.FailureClass `json:"class"`
+			Reason  string              `json:"reason"`
+		}
+		if err := json.Unmarshal(e.Data.Payload, &f); err != nil {
+			return err
+		}
+		who := "an agent"
+		if e.Data.AgentID != nil {
+			who = authors.agentName(*e.Data.AgentID)
+		}
+		_, err := fmt.Fprintf(w, "!! %s cannot start (%s): %s\n   messages stay queued; after fixing the cause: jam session restart %s\n",
+			who, f.Class, f.Reason, f.Session)
+		return err
 	default:
 		_, err := fmt.Fprintf(w, "-- %s %s\n", e.Kind, string(e.Data.Payload))
 		return err

@@ -36,10 +36,14 @@ func newSessionCmd(_ *globals) *cobra.Command {
 					if s.PendingChange != nil {
 						pending = string(s.PendingChange.Status)
 					}
+					failure := "-"
+					if s.Failure != nil {
+						failure = string(s.Failure.Class) + ": " + s.Failure.Reason
+					}
 					rows[i] = []string{s.RuntimeSessionID.String(), s.Alias, string(s.Presence),
-						fmt.Sprintf("%d/%d", s.EffectiveGeneration, s.DesiredGeneration), pending}
+						fmt.Sprintf("%d/%d", s.EffectiveGeneration, s.DesiredGeneration), pending, failure}
 				}
-				return table(cmd.OutOrStdout(), "RUNTIME SESSION\tALIAS\tPRESENCE\tEFFECTIVE/DESIRED\tPENDING", rows)
+				return table(cmd.OutOrStdout(), "RUNTIME SESSION\tALIAS\tPRESENCE\tEFFECTIVE/DESIRED\tPENDING\tCANNOT START", rows)
 			})
 		},
 	}

@@ -74,13 +74,16 @@ const (
 	EventRuntimeStopped           EventKind = "runtime_stopped"
 	EventRuntimePermissionAsked   EventKind = "runtime_permission_requested"
 	EventRuntimePermissionDecided EventKind = "runtime_permission_decided"
+	// EventRuntimeFailed: a runtime cannot start for a reason retrying will not fix; its
+	// session holds in the failed phase (with the class and reason) until something changes.
+	EventRuntimeFailed EventKind = "runtime_failed"
 )
 
 var EventKinds = NewEnum("event_kind",
 	EventAgentCreated, EventAgentUpdated, EventAgentDeleted, EventAgentRunIntent, EventRoomCreated,
 	EventRoomAdded, EventRoomRemoved, EventSessionBound, EventMessagePosted, EventInboundQueued,
 	EventMessageSettled, EventTemplateSaved, EventRuntimeActivity, EventRuntimeExited,
-	EventRuntimeStopped, EventRuntimePermissionAsked, EventRuntimePermissionDecided)
+	EventRuntimeStopped, EventRuntimePermissionAsked, EventRuntimePermissionDecided, EventRuntimeFailed)
 
 func (v *EventKind) UnmarshalText(b []byte) error { return unmarshalEnum(EventKinds, b, v) }
 

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -14,7 +15,12 @@ type Node struct {
 	DataDir     string
 	StartedAt   time.Time
 	HeartbeatAt time.Time
+	// Adapters are the provider families this node's worker has a runtime adapter for.
+	Adapters []Provider
 }
+
+// Runs reports whether the node has an adapter for the provider family.
+func (n Node) Runs(p Provider) bool { return slices.Contains(n.Adapters, p) }
 
 // NodeHeartbeatInterval is how often a worker refreshes its node row.
 const NodeHeartbeatInterval = 10 * time.Second

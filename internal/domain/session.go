@@ -20,6 +20,10 @@ type HostSession struct {
 	PendingChange       *PendingChange
 	// ProviderSessionID is the provider thread/session the runtime session is bound to.
 	ProviderSessionID string
+	// ProviderVersion is the version its provider last reported ("" unknown).
+	ProviderVersion string
+	// Failure is the permanent start failure the session holds in (nil when none).
+	Failure *RuntimeFailure
 	Removed           bool
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
@@ -60,9 +64,12 @@ const (
 	PresenceDormant      Presence = "dormant"
 	PresenceDisconnected Presence = "disconnected"
 	PresenceUnknown      Presence = "unknown"
+	// PresenceFailed: the runtime cannot start until something changes (see the session's
+	// failure).
+	PresenceFailed Presence = "failed"
 )
 
-var Presences = NewEnum("presence", PresenceLive, PresenceDormant, PresenceDisconnected, PresenceUnknown)
+var Presences = NewEnum("presence", PresenceLive, PresenceDormant, PresenceDisconnected, PresenceUnknown, PresenceFailed)
 
 func (v *Presence) UnmarshalText(b []byte) error { return unmarshalEnum(Presences, b, v) }
 
@@ -80,9 +87,47 @@ const (
 	PhaseStopping SessionPhase = "stopping"
 	// PhaseRetired: the room binding was removed; a re-add revives the same session.
 	PhaseRetired SessionPhase = "retired"
+	// PhaseFailed: the runtime could not start for a reason retrying will not fix. Messages
+	// stay queued and no poke wakes it; a restart, a template save or a node that gains the
+	// missing adapter does.
+	PhaseFailed SessionPhase = "failed"
 )
 
-var SessionPhases = NewEnum("session_phase", PhaseDormant, PhaseStarting, PhaseLive, PhaseStopping, PhaseRetired)
+var SessionPhases = NewEnum("session_phase", PhaseDormant, PhaseStarting, PhaseLive, PhaseStopping, PhaseRetired, PhaseFailed)
+
+// FailureClass says why a runtime cannot start, for people and for what may wake it again.
+type FailureClass string
+
+const (
+	// FailureAdapterMissing: no live node has an adapter for the template's transport.
+	FailureAdapterMissing FailureClass = "adapter_missing"
+	// FailureExecutableRefused: the provider's executable cannot be resolved or verified.
+	FailureExecutableRefused FailureClass = "executable_refused"
+	// FailureExactResumeUnavailable: the bound provider session cannot be resumed exactly;
+	// an explicit start-fresh is the way on.
+	FailureExactResumeUnavailable FailureClass = "exact_resume_unavailable"
+	// FailureNotReady: the provider did not finish its start handshake within its bound.
+	FailureNotReady FailureClass = "not_ready"
+	// FailureEnvRefused: the template names a variable no runtime may receive.
+	FailureEnvRefused FailureClass = "env_refused"
+	// FailureInvalidConfiguration: the configuration cannot run where it was placed.
+	FailureInvalidConfiguration FailureClass = "invalid_configuration"
+	// FailureSandbox: the node cannot run the sandbox (no usable sbx, a missing service
+	// secret, a sandbox that is not provably Jam's, an incompatible host).
+	FailureSandbox FailureClass = "sandbox_unavailable"
+)
+
+var FailureClasses = NewEnum("failure_class", FailureAdapterMissing, FailureExecutableRefused,
+	FailureExactResumeUnavailable, FailureNotReady, FailureEnvRefused, FailureInvalidConfiguration, FailureSandbox)
+
+func (v *FailureClass) UnmarshalText(b []byte) error { return unmarshalEnum(FailureClasses, b, v) }
+
+// RuntimeFailure is a permanent start failure a session holds in.
+type RuntimeFailure struct {
+	Class  FailureClass `json:"class"`
+	Reason string       `json:"reason"`
+	At     time.Time    `json:"at"`
+}
 
 func (v *SessionPhase) UnmarshalText(b []byte) error { return unmarshalEnum(SessionPhases, b, v) }
 

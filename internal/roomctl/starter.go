@@ -55,6 +55,18 @@ func (s *Starter) Poke(ctx context.Context, b domain.Binding) error {
 	return nil
 }
 
+// Retry tells a session held in a permanent start failure that something changed, so it
+// tries once more; a session that is not failed ignores it, and one with no running
+// workflow has nothing to retry.
+func (s *Starter) Retry(ctx context.Context, session uuid.UUID, reason string) error {
+	err := s.Client.SignalWorkflow(ctx, workflows.RoomSessionID(session), "", workflows.SignalRetry,
+		workflows.RetrySignal{Reason: reason})
+	if err != nil && !workflows.IsNoSession(err) {
+		return fmt.Errorf("retry room session %s: %w", session, err)
+	}
+	return nil
+}
+
 // RoomBound registers the room session (dormant under the lazy lifecycle).
 func (s *Starter) RoomBound(ctx context.Context, b domain.Binding) error { return s.Poke(ctx, b) }
 

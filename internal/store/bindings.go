@@ -39,6 +39,10 @@ type hostSessionRow struct {
 	EffectiveGeneration int64      `db:"effective_generation"`
 	PendingChange       *string    `db:"pending_change"`
 	ProviderSessionID   *string    `db:"provider_session_id"`
+	ProviderVersion     *string    `db:"provider_version"`
+	FailureClass        *string    `db:"failure_class"`
+	FailureReason       *string    `db:"failure_reason"`
+	FailedAt            *time.Time `db:"failed_at"`
 	RemovedAt           *time.Time `db:"removed_at"`
 	CreatedAt           time.Time  `db:"created_at"`
 	UpdatedAt           time.Time  `db:"updated_at"`
@@ -62,12 +66,26 @@ func (r hostSessionRow) domain() (domain.HostSession, error) {
 	if r.ProviderSessionID != nil {
 		hs.ProviderSessionID = *r.ProviderSessionID
 	}
+	if r.ProviderVersion != nil {
+		hs.ProviderVersion = *r.ProviderVersion
+	}
+	if r.FailureClass != nil {
+		f := &domain.RuntimeFailure{Class: domain.FailureClass(*r.FailureClass)}
+		if r.FailureReason != nil {
+			f.Reason = *r.FailureReason
+		}
+		if r.FailedAt != nil {
+			f.At = utc(*r.FailedAt)
+		}
+		hs.Failure = f
+	}
 	return hs, nil
 }
 
 const hostSessionSelect = `
 SELECT h.runtime_session_id, h.agent_id, h.template_id, h.alias, h.room_id, h.config, h.desired_generation,
-       h.effective_generation, h.pending_change, s.provider_session_id, h.removed_at, h.created_at, h.updated_at
+       h.effective_generation, h.pending_change, s.provider_session_id, s.provider_version, s.failure_class,
+       s.failure_reason, s.failed_at, h.removed_at, h.created_at, h.updated_at
 FROM host_sessions h JOIN runtime_sessions s ON s.id = h.runtime_session_id`
 
 // sessionBoundEvent is the payload of session_bound.

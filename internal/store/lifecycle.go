@@ -39,12 +39,14 @@ WHERE b.room_id = ? AND b.active AND a.kind = ? ORDER BY b.created_at, b.id`, ro
 
 // SessionsWithBacklog lists the live (not removed) room sessions of owned agents that want
 // to run and have unsettled messages in their room: what Reconcile pokes, so a lost poke
-// never strands a message.
+// never strands a message. A session held in a permanent start failure is not among them:
+// only a change wakes it.
 func (q *Q) SessionsWithBacklog(ctx context.Context, limit int) ([]uuid.UUID, error) {
 	var ids []uuid.UUID
 	if err := q.selectAll(ctx, &ids, `
 SELECT h.runtime_session_id FROM host_sessions h JOIN agents a ON a.id = h.agent_id
-WHERE h.removed_at IS NULL AND a.kind = ? AND a.run_intent = ?
+  JOIN runtime_sessions s ON s.id = h.runtime_session_id
+WHERE h.removed_at IS NULL AND a.kind = ? AND a.run_intent = ? AND s.failure_class IS NULL
   AND EXISTS (SELECT 1 FROM inbound i WHERE i.agent_id = h.agent_id AND i.room_id = h.room_id AND i.state <> ?)
 ORDER BY h.runtime_session_id LIMIT ?`, domain.AgentOwned, domain.RunIntentRunning, domain.InboundSettled, limit); err != nil {
 		return nil, fmt.Errorf("sessions with backlog: %w", err)

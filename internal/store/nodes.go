@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -18,13 +19,17 @@ type nodeRow struct {
 	DataDir     string    `db:"data_dir"`
 	StartedAt   time.Time `db:"started_at"`
 	HeartbeatAt time.Time `db:"heartbeat_at"`
+	Adapters    string    `db:"adapters"`
 }
 
 func (r nodeRow) domain() domain.Node {
-	return domain.Node{
+	n := domain.Node{
 		Name: r.Name, Hostname: r.Hostname, PID: r.PID, Version: r.Version, DataDir: r.DataDir,
 		StartedAt: utc(r.StartedAt), HeartbeatAt: utc(r.HeartbeatAt),
 	}
+	// A row a worker wrote is valid JSON; anything else reads as "runs nothing known".
+	_ = json.Unmarshal([]byte(r.Adapters), &n.Adapters)
+	return n
 }
 
 // ErrNodeTaken: another live worker, on another machine or data directory, serves the name.
@@ -68,13 +73,20 @@ func (q *Q) RegisterNode(ctx context.Context, n domain.Node) (domain.Node, error
 				cur.Hostname, cur.PID, cur.DataDir, now.Sub(cur.HeartbeatAt).Round(time.Second))
 		}
 		n.StartedAt, n.HeartbeatAt = now, now
+		adapters, err := json.Marshal(n.Adapters)
+		if err != nil {
+			return err
+		}
+		if n.Adapters == nil {
+			adapters = []byte("[]")
+		}
 		_, err = q.exec(ctx, `
-INSERT INTO nodes (name, hostname, pid, version, data_dir, started_at, heartbeat_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT INTO nodes (name, hostname, pid, version, data_dir, started_at, heartbeat_at, adapters)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid,
     version = excluded.version, data_dir = excluded.data_dir, started_at = excluded.started_at,
-    heartbeat_at = excluded.heartbeat_at`,
-			n.Name, n.Hostname, n.PID, n.Version, n.DataDir, n.StartedAt, n.HeartbeatAt)
+    heartbeat_at = excluded.heartbeat_at, adapters = excluded.adapters`,
+			n.Name, n.Hostname, n.PID, n.Version, n.DataDir, n.StartedAt, n.HeartbeatAt, string(adapters))
 		return err
 	})
 	if err != nil {

@@ -149,6 +149,11 @@ func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
 		if tail := r.stderr.String(); tail != "" {
 			r.log.Warn("acp agent failed to prepare", "stderr_tail", tail)
 		}
+		var notReady errNotReady
+		if errors.As(context.Cause(ctx), &notReady) {
+			// What the handshake call said about its own cancellation adds nothing.
+			return provider.Prepared{}, fmt.Errorf("prepare acp runtime: %w", notReady)
+		}
 		if ctx.Err() != nil && !errors.Is(err, provider.ErrExactResumeUnavailable) {
 			return provider.Prepared{}, fmt.Errorf("prepare acp runtime: %w", errors.Join(context.Cause(ctx), err))
 		}
