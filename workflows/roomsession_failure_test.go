@@ -26,7 +26,9 @@ func TestAPermanentStartFailureHoldsTheSessionUntilSomethingChanges(t *testing.T
 		{"no adapter, restarted", temporal.NewNonRetryableApplicationError("no adapter", activities.ErrTypeAdapterMissing, nil),
 			domain.FailureAdapterMissing, func(e *sessionEnv) *updateResult { return e.update(UpdateRestart, RestartRequest{}) }},
 		{"executable refused, template applied", temporal.NewNonRetryableApplicationError("not found", activities.ErrTypeExecutableRefused, nil),
-			domain.FailureExecutableRefused, func(e *sessionEnv) *updateResult { return e.update(UpdateApplyConfig, ApplyConfigRequest{Generation: 2}) }},
+			domain.FailureExecutableRefused, func(e *sessionEnv) *updateResult {
+				return e.update(UpdateApplyConfig, ApplyConfigRequest{Generation: 2})
+			}},
 		{"not ready, a node gained the adapter", temporal.NewNonRetryableApplicationError("silent", activities.ErrTypeNotReady, nil),
 			domain.FailureNotReady, func(e *sessionEnv) *updateResult {
 				e.env.SignalWorkflow(SignalRetry, RetrySignal{Reason: "adapter"})

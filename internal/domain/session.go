@@ -23,10 +23,10 @@ type HostSession struct {
 	// ProviderVersion is the version its provider last reported ("" unknown).
 	ProviderVersion string
 	// Failure is the permanent start failure the session holds in (nil when none).
-	Failure *RuntimeFailure
-	Removed           bool
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
+	Failure   *RuntimeFailure
+	Removed   bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // PendingChange is a configuration change a live runtime has not accepted yet.

@@ -49,7 +49,7 @@ type Runtime struct {
 	caps     sdk.AgentCapabilities
 	identity string
 	// version is what the agent reported of itself in initialize.
-	version string
+	version  string
 	prepared bool
 	tornDown bool
 	// stopping is set by Teardown before it waits for prepMu; prepCancel ends a Prepare in
