@@ -132,8 +132,10 @@ func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
 	room1, s1 := roomWith(t, c, "one", agent)
 	room2, s2 := roomWith(t, c, "two", agent)
 	for _, room := range []uuid.UUID{room1.ID, room2.ID} {
-		r := awaitReply(t, c, postText(t, c, room, "[[env TEST_GUEST_VALUE]] [[env JAM_JAM_TESTAGENT_BIN]] [[count]] hi"), 60*time.Second)
-		if !strings.Contains(r.Text, "env TEST_GUEST_VALUE=from-the-host") || !strings.Contains(r.Text, "env JAM_JAM_TESTAGENT_BIN=(unset)") {
+		r := awaitReply(t, c, postText(t, c, room, "[[env TEST_GUEST_VALUE]] [[env JAM_JAM_TESTAGENT_BIN]] [[env CURSOR_CONFIG_DIR]] [[count]] hi"), 60*time.Second)
+		// Cursor keeps its chats in CURSOR_CONFIG_DIR: pointed into the provider-state mount.
+		if !strings.Contains(r.Text, "env TEST_GUEST_VALUE=from-the-host") || !strings.Contains(r.Text, "env JAM_JAM_TESTAGENT_BIN=(unset)") ||
+			!strings.Contains(r.Text, "/provider-state/cursor") {
 			t.Fatalf("the guest's environment: %q", r.Text)
 		}
 	}

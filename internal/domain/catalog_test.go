@@ -161,3 +161,25 @@ func TestCustodyKeysAreRecognised(t *testing.T) {
 		t.Fatalf("unknown transport error %v", err)
 	}
 }
+
+// Issue 17: OpenCode kept its database outside the provider-state mount, so a park captured
+// nothing. Every transport Jam runs names where its provider keeps its state, and a
+// readiness bound for its start handshake.
+func TestEveryOwnedTransportNamesItsStateAndReadiness(t *testing.T) {
+	for _, row := range TransportCatalog() {
+		if !row.Owned || row.Legacy {
+			continue
+		}
+		if len(row.State) == 0 {
+			t.Errorf("%s names no state variable", row.Transport)
+		}
+		for _, v := range row.State {
+			if !IsEnvName(v.Name) || IsCustodyEnvKey(v.Name) || strings.Contains(v.Sub, "..") || strings.HasPrefix(v.Sub, "/") {
+				t.Errorf("%s: state variable %+v", row.Transport, v)
+			}
+		}
+		if row.ReadyTimeout <= 0 {
+			t.Errorf("%s names no readiness bound", row.Transport)
+		}
+	}
+}
