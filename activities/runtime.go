@@ -26,6 +26,7 @@ type RuntimeTable interface {
 	RunTurn(ctx context.Context, session uuid.UUID, generation int64, turn provider.Turn) (provider.TurnResult, error)
 	Teardown(ctx context.Context, session uuid.UUID, reason domain.CheckpointReason) error
 	Interrupt(ctx context.Context, session uuid.UUID, generation int64) error
+	Steer(ctx context.Context, session uuid.UUID, generation int64, msgs []provider.Message) error
 }
 
 // Error types the RoomSession workflow tells apart; they are not retried.
@@ -154,7 +155,7 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	log := r.Log.With("runtime_session", hs.RuntimeSessionID, "generation", gen)
 	spec := provider.Spec{RuntimeSession: hs.RuntimeSessionID, Generation: gen, AgentID: agent.ID, RoomID: hs.RoomID,
 		Transport: hs.Config.Transport, Executable: l.exe, Args: l.args, Env: l.env, Dir: l.dir,
-		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Briefing: agent.Briefing,
+		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Settings: hs.Config.Settings, Briefing: agent.Briefing,
 		ReadyTimeout: r.readyTimeout(row),
 		Permissions:  r.Permissions, Events: r.sink(hs, gen, log), Log: log}
 	rt, p, err := r.Table.Start(ctx, spec)
@@ -411,6 +412,57 @@ func (r *Runtimes) message(ctx context.Context, m domain.Message) provider.Messa
 		}
 	}
 	return pm
+}
+
+// SteerTurnInput names the live instance whose running turn takes the room's new messages.
+type SteerTurnInput struct {
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+	Generation     int64     `json:"generation"`
+}
+
+// SteerTurnResult says what became of the room's unsettled messages.
+type SteerTurnResult struct {
+	// Messages is how many unsettled messages were offered to the turn (its own included:
+	// the runtime skips those it already has).
+	Messages int `json:"messages"`
+	// NotSteered: the runtime cannot steer, or no turn runs any more; the messages are the
+	// next turn's.
+	NotSteered bool `json:"not_steered,omitempty"`
+}
+
+// SteerTurn offers the room's unsettled messages to the session's running turn (Codex
+// turn/steer); they are settled with it. A runtime that cannot steer, or a turn that ended,
+// leaves them for the next turn.
+func (r *Runtimes) SteerTurn(ctx context.Context, in SteerTurnInput) (SteerTurnResult, error) {
+	hs, err := r.Store.GetHostSession(ctx, in.RuntimeSession)
+	if err != nil {
+		return SteerTurnResult{}, fmt.Errorf("steer turn of %s: %w", in.RuntimeSession, err)
+	}
+	rows, err := r.Store.ListUnsettled(ctx, hs.AgentID, &hs.RoomID)
+	if err != nil {
+		return SteerTurnResult{}, err
+	}
+	msgs := make([]provider.Message, 0, len(rows))
+	for _, row := range rows {
+		m, err := r.Store.GetMessage(ctx, row.MessageID)
+		if err != nil {
+			return SteerTurnResult{}, err
+		}
+		msgs = append(msgs, r.message(ctx, m))
+	}
+	out := SteerTurnResult{Messages: len(msgs)}
+	if len(msgs) == 0 {
+		return out, nil
+	}
+	err = r.Table.Steer(ctx, in.RuntimeSession, in.Generation, msgs)
+	switch {
+	case errors.Is(err, provider.ErrSteerUnsupported), errors.Is(err, provider.ErrNoTurn), errors.Is(err, provider.ErrRuntimeNotLive):
+		out.NotSteered = true
+		return out, nil
+	case err != nil:
+		return SteerTurnResult{}, err
+	}
+	return out, nil
 }
 
 // TeardownRuntimeInput names the session whose runtime stops, and why.

@@ -71,7 +71,7 @@ func TestRecordWorkflowHistories(t *testing.T) {
 
 	// A room whose runtime cannot start (a transport with no adapter).
 	var broken api.AgentBody
-	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportCodexAppServer, Command: "/bin/true"}
+	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportClaudeCodeCLI, Command: "/bin/true"}
 	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "broken", Kind: domain.AgentOwned, Template: &tmpl}, &broken))
 	room2, session2 := roomWith(t, c, "broken", broken.ID)
 	postText(t, c, room2.ID, "anyone?")

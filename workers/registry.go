@@ -14,6 +14,7 @@ import (
 	"github.com/jam-dev/jam/internal/procgroup"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/provider/acp"
+	"github.com/jam-dev/jam/internal/provider/codex"
 )
 
 // RuntimeExit reports a runtime whose provider process died without being torn down.
@@ -28,6 +29,7 @@ type RuntimeExit struct {
 func DefaultFactories() map[domain.Provider]provider.Factory {
 	return map[domain.Provider]provider.Factory{
 		domain.ProviderACP:      acp.New,
+		domain.ProviderCodex:    codex.New,
 		domain.ProviderOpenCode: acp.New,
 		domain.ProviderCursor:   acp.New,
 	}
@@ -329,6 +331,18 @@ func (r *RuntimeRegistry) Interrupt(ctx context.Context, session uuid.UUID, gene
 		return fmt.Errorf("interrupt runtime %s: %w", session, err)
 	}
 	return nil
+}
+
+// Steer adds messages to the running turn of the session's live runtime of that generation;
+// with no such runtime there is no turn to steer into.
+func (r *RuntimeRegistry) Steer(ctx context.Context, session uuid.UUID, generation int64, msgs []provider.Message) error {
+	r.mu.Lock()
+	e, ok := r.runtimes[session]
+	r.mu.Unlock()
+	if !ok || e.stopping || e.generation != generation {
+		return fmt.Errorf("steer %s generation %d: %w", session, generation, ErrRuntimeNotLive)
+	}
+	return e.rt.Steer(ctx, msgs)
 }
 
 // Len is the number of live runtimes.

@@ -184,7 +184,7 @@ func TestClosingTheRegistryEndsAHandshakeInFlightButNotALiveRuntime(t *testing.T
 func TestRegistryRefusesTransportsWithoutAnAdapter(t *testing.T) {
 	r := NewRuntimeRegistry(quietLog(), nil, nil)
 	defer r.Shutdown(context.Background())
-	for _, tr := range []domain.Transport{domain.TransportAttachInbox, domain.TransportCodexAppServer} {
+	for _, tr := range []domain.Transport{domain.TransportAttachInbox, domain.TransportClaudeCodeCLI} {
 		spec := agentSpec(t, uuid.New(), 1)
 		spec.Transport = tr
 		_, _, err := r.Start(context.Background(), spec)

@@ -614,8 +614,12 @@ func (r *roomSession) turn(ctx workflow.Context) {
 	r.runTurns++
 	r.s.InTurn = true
 	var out activities.RunTurnResult
-	err := workflow.ExecuteActivity(actx, r.rt.RunTurn, activities.RunTurnInput{RuntimeSession: r.in.RuntimeSession,
-		Generation: r.s.Generation, TurnID: fmt.Sprintf("g%d-t%d", r.s.Generation, r.s.Turns)}).Get(ctx, &out)
+	fut := workflow.ExecuteActivity(actx, r.rt.RunTurn, activities.RunTurnInput{RuntimeSession: r.in.RuntimeSession,
+		Generation: r.s.Generation, TurnID: fmt.Sprintf("g%d-t%d", r.s.Generation, r.s.Turns)})
+	if r.steers(ctx) {
+		r.steerWhile(ctx, fut)
+	}
+	err := fut.Get(ctx, &out)
 	r.s.InTurn = false
 	if r.s.Leased {
 		r.permit(ctx, true)

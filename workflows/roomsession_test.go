@@ -34,13 +34,18 @@ type sessionEnv struct {
 	teardowns []domain.CheckpointReason
 	// turnErr, when set, fails the next RunTurn once.
 	turnErr error
+	// turnTakes is how long (simulated) each RunTurn runs.
+	turnTakes time.Duration
 	// prepareErr, when set, decides whether a PrepareRuntime fails.
 	prepareErr func(activities.PrepareRuntimeInput) error
 }
 
-func newSessionEnv(t *testing.T) *sessionEnv {
+func newSessionEnv(t *testing.T, opts ...func(*sessionEnv)) *sessionEnv {
 	var suite testsuite.WorkflowTestSuite
 	e := &sessionEnv{t: t, env: suite.NewTestWorkflowEnvironment(), id: uuid.New(), lazy: true, policy: domain.IdleAllow}
+	for _, o := range opts {
+		o(e)
+	}
 	e.env.RegisterActivity(&activities.Sessions{})
 	e.env.RegisterActivity(&activities.Runtimes{})
 	var sess *activities.Sessions
@@ -61,7 +66,7 @@ func newSessionEnv(t *testing.T) *sessionEnv {
 			}
 			return activities.PrepareRuntimeResult{Generation: int64(e.prepares), PID: 100 + e.prepares, IdlePolicy: e.policy}, nil
 		})
-	e.env.OnActivity(rt.RunTurn, mock.Anything, mock.Anything).Return(
+	e.env.OnActivity(rt.RunTurn, mock.Anything, mock.Anything).After(e.turnTakes).Return(
 		func(_ context.Context, in activities.RunTurnInput) (activities.RunTurnResult, error) {
 			if err := e.turnErr; err != nil {
 				e.turnErr = nil

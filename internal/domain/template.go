@@ -148,6 +148,7 @@ func (c TemplateConfig) Validate() error {
 				v.Add("settings."+key, fmt.Sprintf("at most %d bytes", MaxTemplateSetting))
 			}
 		}
+		c.validateSettingValues(&v)
 		c.validateSandbox(spec, &v)
 	}
 	if c.Placement != nil && !Placements.Has(*c.Placement) {

@@ -84,6 +84,8 @@ type Spec struct {
 	ProviderSessionID string
 	// IdlePolicy overrides the catalog's policy when set.
 	IdlePolicy domain.IdlePolicy
+	// Settings are the template's settings for the transport (validated at save).
+	Settings map[string]string
 	// Briefing and Roster are rendered into prompts (ACP has no instruction channel).
 	Briefing string
 	Roster   Roster
@@ -120,6 +122,8 @@ var (
 	// ErrNotReady: the provider did not finish its start handshake within its readiness
 	// bound; what it started was torn down.
 	ErrNotReady = errors.New("provider did not become ready")
+	// ErrNoTurn: there is no running turn to steer into; the messages go to the next turn.
+	ErrNoTurn = errors.New("no turn is running")
 	// ErrNoAdapter: no adapter on this node runs the transport's provider.
 	ErrNoAdapter = errors.New("no runtime adapter for this transport")
 )

@@ -120,6 +120,25 @@ func (s *Settlement) Activate(msgs ...Message) {
 	}
 }
 
+// Deactivate takes messages out of the active set again (a steer that did not reach the
+// provider); a message that already has a disposition stays.
+func (s *Settlement) Deactivate(msgs ...Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		if i := s.indexOf(m.ID); i >= 0 && !s.hasDisposition(m.ID) {
+			s.active = append(s.active[:i], s.active[i+1:]...)
+		}
+	}
+}
+
+// HasDispositions reports whether anything was staged.
+func (s *Settlement) HasDispositions() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.staged) > 0
+}
+
 // Active returns the turn's active messages in order.
 func (s *Settlement) Active() []Message {
 	s.mu.Lock()

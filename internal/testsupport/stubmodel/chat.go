@@ -14,6 +14,11 @@ type chatRequest struct {
 		Role       string          `json:"role"`
 		Content    json.RawMessage `json:"content"`
 		ToolCallID string          `json:"tool_call_id"`
+		ToolCalls  []struct {
+			Function struct {
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
 	} `json:"messages"`
 	Tools []struct {
 		Function struct {
@@ -42,10 +47,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			rec.ToolResults = append(rec.ToolResults, text)
 		}
 		rec.Messages = append(rec.Messages, Message{Role: m.Role, Text: text})
+		for _, c := range m.ToolCalls {
+			rec.ToolCalls = append(rec.ToolCalls, c.Function.Arguments)
+		}
 	}
 	for _, t := range req.Tools {
 		rec.Tools = append(rec.Tools, t.Function.Name)
 	}
+	rec.AfterToolResult = len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == "tool"
 	reply, id := s.record(rec)
 	if reply.Fail != "" {
 		writeFailure(w, reply.Fail)

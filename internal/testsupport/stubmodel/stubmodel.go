@@ -1,9 +1,10 @@
 // Package stubmodel is a scripted model server on 127.0.0.1 for driving the real agent CLIs
 // offline: it answers the model dialects they speak over server-sent events, lets a test
 // decide each answer (text, a tool call, a slow stream, a failure), and records every
-// request so a test can assert what the agent sent. Today it speaks OpenAI Chat Completions
-// (`POST /v1/chat/completions`, OpenCode and other OpenAI-compatible clients) and
-// `GET /v1/models`.
+// request so a test can assert what the agent sent. It speaks OpenAI Responses
+// (`POST /v1/responses`, Codex), Chat Completions (`POST /v1/chat/completions`, OpenCode and
+// other OpenAI-compatible clients), Anthropic Messages (`POST /v1/messages`, any query
+// string, Claude Code) and `GET /v1/models`.
 package stubmodel
 
 import (
@@ -12,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -21,7 +23,9 @@ import (
 type Dialect string
 
 const (
-	DialectChat Dialect = "chat_completions"
+	DialectChat      Dialect = "chat_completions"
+	DialectResponses Dialect = "responses"
+	DialectMessages  Dialect = "messages"
 )
 
 // Model is the id the server lists and answers as.
@@ -71,7 +75,33 @@ type Request struct {
 	Tools []string
 	// ToolResults are the outputs of earlier tool calls the agent sent back.
 	ToolResults []string
-	At          time.Time
+	// ToolCalls are the arguments (JSON) of the tool calls earlier in the conversation.
+	ToolCalls []string
+	// AfterToolResult: the conversation ends with a tool's output (the agent continues a
+	// turn after a call), not with a new user message.
+	AfterToolResult bool
+	At              time.Time
+}
+
+// Offers reports whether the agent offered a tool whose name ends with name (Claude Code
+// prefixes MCP tools: mcp__jam__jam_reply_to_message).
+func (r Request) Offers(name string) bool {
+	for _, t := range r.Tools {
+		if t == name || strings.HasSuffix(t, "__"+name) {
+			return true
+		}
+	}
+	return false
+}
+
+// ToolName is the offered tool whose name ends with name ("" when not offered).
+func (r Request) ToolName(name string) string {
+	for _, t := range r.Tools {
+		if t == name || strings.HasSuffix(t, "__"+name) {
+			return t
+		}
+	}
+	return ""
 }
 
 // Message is one conversation entry of a request, its content flattened to text.
@@ -102,6 +132,74 @@ func (r Request) AllText() string {
 
 // Responder decides the answer to a request.
 type Responder func(Request) Reply
+
+// messageIDPattern finds the message ids Jam's envelopes carry ("id=<uuid>").
+var messageIDPattern = regexp.MustCompile(`id=([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})`)
+
+// MessageIDs lists the Jam message ids in the request's last user message, in order.
+func (r Request) MessageIDs() []string { return idsIn(r.LastUser()) }
+
+func idsIn(text string) []string {
+	var out []string
+	for _, m := range messageIDPattern.FindAllStringSubmatch(text, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// Unanswered is the first Jam message id in the conversation's user messages that no
+// earlier tool call names, with the user message that holds it ("" when every one was).
+func (r Request) Unanswered() (id, prompt string) {
+	for _, m := range r.Messages {
+		if m.Role != "user" {
+			continue
+		}
+		for _, candidate := range idsIn(m.Text) {
+			answered := false
+			for _, c := range r.ToolCalls {
+				answered = answered || strings.Contains(c, candidate)
+			}
+			if !answered {
+				return candidate, m.Text
+			}
+		}
+	}
+	return "", ""
+}
+
+// ReplyTool answers like a disposition-capable agent: each Jam message no tool call has
+// answered yet gets jam_reply_to_message {message_id, text: "stub: <its first line>"}, one
+// per request (messages steered into a turn included); with none left it ends the turn with
+// a short final text. Without the tool it echoes.
+func ReplyTool(r Request) Reply {
+	tool := r.ToolName("jam_reply_to_message")
+	if tool == "" {
+		return Echo(r)
+	}
+	id, prompt := r.Unanswered()
+	if id == "" {
+		if r.AfterToolResult {
+			return Reply{Text: "Replied."}
+		}
+		return Echo(r)
+	}
+	return Reply{ToolCall: &ToolCall{Name: tool, Arguments: map[string]string{
+		"message_id": id, "text": "stub: " + messageBody(prompt, id)}}}
+}
+
+// messageBody is the first line of the body of the envelope block of message id.
+func messageBody(prompt, id string) string {
+	i := strings.Index(prompt, "id="+id)
+	if i < 0 {
+		return ""
+	}
+	rest := prompt[i:]
+	if nl := strings.IndexByte(rest, '\n'); nl >= 0 {
+		rest = rest[nl+1:]
+	}
+	first, _, _ := strings.Cut(rest, "\n")
+	return strings.TrimSpace(first)
+}
 
 // Echo answers every request with "stub: " and the last user message's first line.
 func Echo(r Request) Reply {
@@ -138,6 +236,8 @@ func Start(respond Responder) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
+	mux.HandleFunc("POST /v1/responses", s.responses)
+	mux.HandleFunc("POST /v1/messages", s.messages)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil

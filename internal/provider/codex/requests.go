@@ -1,0 +1,134 @@
+package codex
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/provider"
+)
+
+// toolAnswer is the answer to one item/tool/call, kept so a repeated call id gets it again.
+type toolAnswer struct {
+	args   string
+	result map[string]any
+}
+
+// maxReplayedCalls bounds the tool-call answers a runtime remembers.
+const maxReplayedCalls = 256
+
+// serverRequest answers the app-server's requests: settlement tool calls, and command and
+// file-change approvals through the permission broker. Anything else is declined.
+func (r *Runtime) serverRequest(method string, raw json.RawMessage) (any, *rpcError) {
+	switch method {
+	case "item/tool/call":
+		p, ok := paramsOf[struct {
+			ThreadID  string          `json:"threadId"`
+			CallID    string          `json:"callId"`
+			Tool      string          `json:"tool"`
+			Arguments json.RawMessage `json:"arguments"`
+		}](r, method, raw)
+		if !ok || (p.ThreadID != "" && p.ThreadID != r.threadID()) {
+			return nil, &rpcError{Code: -32602, Message: "invalid params"}
+		}
+		return r.toolCall(p.CallID, p.Tool, p.Arguments), nil
+	case "item/commandExecution/requestApproval", "item/fileChange/requestApproval":
+		return r.approval(method, raw), nil
+	}
+	r.log.Debug("codex server request declined", "method", method)
+	return nil, &rpcError{Code: -32601, Message: "Jam does not handle " + method}
+}
+
+// toolCall stages a settlement disposition in the running turn. A call id seen before is
+// answered as the first time (Codex may retry a call); the same id with other arguments is
+// refused.
+func (r *Runtime) toolCall(callID, tool string, args json.RawMessage) map[string]any {
+	r.mu.Lock()
+	if prev, ok := r.calls[callID]; ok && callID != "" {
+		r.mu.Unlock()
+		if prev.args == string(args) {
+			return prev.result
+		}
+		return toolResult("Refused: this call id was already used with other arguments.", false)
+	}
+	ts := r.turn
+	r.mu.Unlock()
+	var result map[string]any
+	d, isDisposition, err := provider.ParseDisposition(tool, args)
+	switch {
+	case !isDisposition:
+		result = toolResult(fmt.Sprintf("Unknown tool %q.", domain.Truncate(tool, 100)), false)
+	case ts == nil:
+		result = toolResult("Not staged: no turn is running.", false)
+	default:
+		if err == nil {
+			_, err = ts.settle.Stage(d, r.emitDisposition)
+		}
+		result = toolResult(provider.DispositionAnswer(d, err))
+	}
+	if callID != "" {
+		r.mu.Lock()
+		if len(r.calls) >= maxReplayedCalls {
+			clear(r.calls)
+		}
+		r.calls[callID] = toolAnswer{args: string(args), result: result}
+		r.mu.Unlock()
+	}
+	return result
+}
+
+func toolResult(text string, ok bool) map[string]any {
+	return map[string]any{"contentItems": []map[string]any{{"type": "inputText", "text": text}}, "success": ok}
+}
+
+// approval asks the permission broker whether Codex may run a command or change files.
+// Only a request during a turn is asked; the turn's end cancels it.
+func (r *Runtime) approval(method string, raw json.RawMessage) map[string]any {
+	p, _ := paramsOf[struct {
+		Reason  string          `json:"reason"`
+		Command json.RawMessage `json:"command"`
+		Cwd     string          `json:"cwd"`
+		ItemID  string          `json:"itemId"`
+	}](r, method, raw)
+	r.mu.Lock()
+	ts := r.turn
+	r.mu.Unlock()
+	if ts == nil {
+		return map[string]any{"decision": "cancel"}
+	}
+	req := provider.PermissionRequest{AgentID: r.spec.AgentID, RoomID: r.spec.RoomID, RuntimeSession: r.spec.RuntimeSession}
+	switch method {
+	case "item/commandExecution/requestApproval":
+		req.ToolKey, req.Title = "execute", "run "+commandText(p.Command)
+		if cmd := commandText(p.Command); cmd == "" {
+			req.Title = "run a command"
+		}
+	default:
+		req.ToolKey, req.Title = "edit", "change files"
+	}
+	req.Title = domain.Truncate(req.Title, domain.MaxPermissionTitle)
+	req.Summary = domain.Truncate(p.Reason, 2000)
+	if p.Cwd != "" {
+		req.Summary = domain.Truncate(fmt.Sprintf("%s (in %s)", p.Reason, p.Cwd), 2000)
+	}
+	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentPermissionRequest, Text: req.Title,
+		Permission: &provider.PermissionAsk{ToolKey: req.ToolKey, Title: req.Title}})
+	ctx, cancel := context.WithCancel(ts.ctx)
+	defer cancel()
+	ans, err := provider.AskPermission(ctx, r.spec.Permissions, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return map[string]any{"decision": "cancel"}
+		}
+		r.log.Warn("permission broker failed; declining", "error", err)
+		return map[string]any{"decision": "decline"}
+	}
+	switch ans.Decision {
+	case domain.PermissionAllowOnce:
+		return map[string]any{"decision": "accept"}
+	case domain.PermissionAllowAlways:
+		return map[string]any{"decision": "acceptForSession"}
+	}
+	return map[string]any{"decision": "decline"}
+}

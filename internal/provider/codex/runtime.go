@@ -1,0 +1,310 @@
+// Package codex is the provider.Runtime of `codex app-server` (OpenAI Codex): one app-server
+// child per runtime session, one Codex thread bound to it (thread/start, or thread/resume of
+// the bound thread, never a silent fresh one), one Codex turn per Jam turn, steering with
+// turn/steer, settlement through the dynamic tools jam_reply_to_message and jam_no_reply, and
+// command and file-change approvals through the permission broker.
+package codex
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/provider"
+)
+
+// Bounds of the adapter's own waits.
+var (
+	// PrepareTimeout bounds the handshake when the spec names no readiness bound.
+	PrepareTimeout = 60 * time.Second
+	// InterruptGrace is how long an interrupted turn may take to end before the app-server
+	// is killed: it would otherwise keep working on an abandoned turn.
+	InterruptGrace = 10 * time.Second
+	// OverloadDelays are the waits before retrying a turn the model refused as overloaded
+	// (Codex has already retried its stream by then) and a turn/start refused with -32001.
+	OverloadDelays = []time.Duration{2 * time.Second, 8 * time.Second}
+)
+
+// ClientVersion is what Jam reports to the app-server.
+const ClientVersion = "1"
+
+// identity is the name Jam gives the provider in events.
+const identity = "Codex"
+
+// Runtime is one `codex app-server` child serving one runtime session.
+type Runtime struct {
+	spec    provider.Spec
+	log     *slog.Logger
+	stamper *provider.Stamper
+	stderr  *provider.TailBuffer
+
+	// prepMu serializes Prepare and Teardown; mu guards the fields below and is never held
+	// across a protocol call.
+	prepMu     sync.Mutex
+	mu         sync.Mutex
+	child      *provider.Child
+	c          *conn
+	thread     string
+	version    string
+	prepared   bool
+	tornDown   bool
+	stopping   bool
+	prepCancel context.CancelFunc
+	turn       *turnState
+	// calls answers a repeated tool call id with its first answer.
+	calls     map[string]toolAnswer
+	exited    chan struct{}
+	closeOnce sync.Once
+}
+
+var _ provider.Runtime = (*Runtime)(nil)
+
+// New builds an unprepared Codex runtime.
+func New(spec provider.Spec) (provider.Runtime, error) {
+	if spec.Executable == "" {
+		return nil, errors.New("codex runtime: no executable")
+	}
+	if spec.Dir == "" {
+		return nil, errors.New("codex runtime: no working directory")
+	}
+	log := spec.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("runtime_session", spec.RuntimeSession, "generation", spec.Generation, "transport", spec.Transport)
+	return &Runtime{
+		spec: spec, log: log,
+		stamper: provider.NewStamper(spec.RuntimeSession, spec.Generation, true, spec.Events),
+		stderr:  provider.NewTailBuffer(16 << 10),
+		calls:   map[string]toolAnswer{},
+		exited:  make(chan struct{}),
+	}, nil
+}
+
+// Prepare spawns the app-server, initializes it and binds the thread: thread/resume of the
+// bound thread, else thread/start. Anything it started is reaped when it fails.
+func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
+	r.prepMu.Lock()
+	defer r.prepMu.Unlock()
+	r.mu.Lock()
+	switch {
+	case r.tornDown || r.stopping:
+		r.mu.Unlock()
+		return provider.Prepared{}, fmt.Errorf("prepare: %w", provider.ErrNotPrepared)
+	case r.prepared:
+		p := r.preparedLocked()
+		r.mu.Unlock()
+		return p, nil
+	}
+	ready := r.spec.ReadyTimeout
+	if ready <= 0 {
+		ready = PrepareTimeout
+	}
+	ctx, cancelReady := context.WithTimeoutCause(ctx, ready, notReady{ready})
+	defer cancelReady()
+	ctx, cancelPrep := context.WithCancel(ctx)
+	defer cancelPrep()
+	r.prepCancel = cancelPrep
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.prepCancel = nil
+		r.mu.Unlock()
+	}()
+
+	spawner := r.spec.Spawner
+	if spawner == nil {
+		spawner = provider.DefaultSpawner
+	}
+	child, err := spawner.Spawn(ctx, provider.Command{Path: r.spec.Executable, Args: r.spec.Args, Env: r.spec.Env,
+		Dir: r.spec.Dir, Stderr: r.stderr})
+	if err != nil {
+		return provider.Prepared{}, fmt.Errorf("spawn codex app-server: %w", err)
+	}
+	child.OnExit(func() { r.closeOnce.Do(func() { close(r.exited) }) })
+	c := newConn(child.Stdin, r.log)
+	c.onNotify = r.notification
+	c.onRequest = r.serverRequest
+	r.mu.Lock()
+	r.child, r.c = child, c
+	r.mu.Unlock()
+	go c.serve(provider.GuardJSONLines(child.Stdout, provider.MaxProtocolLine, r.log))
+
+	if err := r.handshake(ctx, c); err != nil {
+		child.Kill(provider.ChildShutdownGrace)
+		if tail := r.stderr.String(); tail != "" {
+			r.log.Warn("codex app-server failed to prepare", "stderr_tail", tail)
+		}
+		var nr notReady
+		if errors.As(context.Cause(ctx), &nr) {
+			return provider.Prepared{}, fmt.Errorf("prepare codex runtime: %w", nr)
+		}
+		return provider.Prepared{}, fmt.Errorf("prepare codex runtime: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prepared = true
+	return r.preparedLocked(), nil
+}
+
+func (r *Runtime) preparedLocked() provider.Prepared {
+	pid := 0
+	if r.child != nil {
+		pid = r.child.PID()
+	}
+	return provider.Prepared{ProviderSessionID: r.thread, Resumed: r.spec.ProviderSessionID != "",
+		Identity: identity, Version: r.version, PID: pid}
+}
+
+// threadResult is the part of a thread/start or thread/resume result Jam reads.
+type threadResult struct {
+	Thread struct {
+		ID         string `json:"id"`
+		Path       string `json:"path"`
+		CLIVersion string `json:"cliVersion"`
+	} `json:"thread"`
+	Model string `json:"model"`
+}
+
+func (r *Runtime) handshake(ctx context.Context, c *conn) error {
+	err := c.call(ctx, "initialize", map[string]any{
+		"clientInfo":   map[string]any{"name": "jam", "title": "Jam", "version": ClientVersion},
+		"capabilities": map[string]any{"experimentalApi": true}, // dynamic tools need it
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if err := c.notify("initialized", nil); err != nil {
+		return fmt.Errorf("initialized: %w", err)
+	}
+	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentRuntimeIdentity, Text: identity})
+	params := r.threadParams()
+	var res threadResult
+	if want := r.spec.ProviderSessionID; want != "" {
+		params["threadId"] = want
+		if err := c.call(ctx, "thread/resume", params, &res); err != nil {
+			if ctx.Err() != nil {
+				return err // out of time is not evidence the thread is gone
+			}
+			return fmt.Errorf("%w: thread/resume %s: %w", provider.ErrExactResumeUnavailable, want, err)
+		}
+		if res.Thread.ID != want {
+			return fmt.Errorf("%w: thread/resume %s answered with thread %q", provider.ErrExactResumeUnavailable, want, res.Thread.ID)
+		}
+	} else {
+		if err := c.call(ctx, "thread/start", params, &res); err != nil {
+			return err
+		}
+		if res.Thread.ID == "" {
+			return errors.New("thread/start: the app-server returned no thread id")
+		}
+	}
+	r.mu.Lock()
+	r.thread, r.version = res.Thread.ID, domain.Truncate(res.Thread.CLIVersion, 100)
+	r.mu.Unlock()
+	if r.spec.ProviderSessionID == "" {
+		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentProviderSessionBound, ProviderSessionID: res.Thread.ID})
+	}
+	return nil
+}
+
+// notReady is the cause of a handshake that ran out of its readiness bound.
+type notReady struct{ after time.Duration }
+
+func (e notReady) Error() string {
+	return fmt.Sprintf("the app-server did not finish its start handshake within %s", e.after)
+}
+
+func (e notReady) Unwrap() error { return provider.ErrNotReady }
+
+// Teardown retires the instance (it can no longer emit), ends a running turn and reaps the
+// process group: closing stdin stops the app-server, whose threads are already on disk. It is
+// idempotent.
+func (r *Runtime) Teardown(_ context.Context, reason domain.CheckpointReason) error {
+	r.stamper.Retire()
+	r.mu.Lock()
+	r.stopping = true
+	if r.prepCancel != nil {
+		r.prepCancel()
+	}
+	r.mu.Unlock()
+	r.prepMu.Lock()
+	defer r.prepMu.Unlock()
+	r.mu.Lock()
+	if r.tornDown {
+		r.mu.Unlock()
+		return nil
+	}
+	r.tornDown = true
+	if r.turn != nil && r.child != nil && r.child.Alive() {
+		r.turn.interrupted = true
+		r.turn.interrupt()
+	}
+	child := r.child
+	r.mu.Unlock()
+	r.log.Info("codex runtime teardown", "reason", reason)
+	if child != nil {
+		child.Kill(provider.ChildShutdownGrace)
+	}
+	return nil
+}
+
+// Liveness reports the child and its transport.
+func (r *Runtime) Liveness() provider.Liveness {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.child == nil {
+		return provider.Liveness{}
+	}
+	open := false
+	select {
+	case <-r.c.Done():
+	default:
+		open = true
+	}
+	return provider.Liveness{PID: r.child.PID(), ProcessAlive: r.child.Alive(), TransportOpen: open}
+}
+
+// Exited is closed when the app-server process exits.
+func (r *Runtime) Exited() <-chan struct{} { return r.exited }
+
+// IdlePolicy is the spec's, else the catalog row's.
+func (r *Runtime) IdlePolicy() domain.IdlePolicy {
+	if r.spec.IdlePolicy != "" {
+		return r.spec.IdlePolicy
+	}
+	if row, ok := domain.LookupTransport(r.spec.Transport); ok {
+		return row.IdlePolicy
+	}
+	return domain.IdleAllow
+}
+
+// ReadinessWarning has nothing to say: an app-server that answered the handshake is ready.
+func (r *Runtime) ReadinessWarning() string { return "" }
+
+// threadID is the bound thread.
+func (r *Runtime) threadID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.thread
+}
+
+// emitDisposition reports a staged disposition (it runs under the settlement's lock).
+func (r *Runtime) emitDisposition(d provider.Disposition) {
+	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentDispositionStaged, Disposition: &d})
+}
+
+// paramsOf decodes a notification's or request's params; a malformed one is logged.
+func paramsOf[T any](r *Runtime, method string, raw json.RawMessage) (T, bool) {
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		r.log.Warn("codex sent params Jam cannot read", "method", method, "error", err)
+		return v, false
+	}
+	return v, true
+}
