@@ -30,7 +30,7 @@ func TestAPokeDuringATurnIsSteeredIntoIt(t *testing.T) {
 					steers++
 					return activities.SteerTurnResult{Messages: 2, NotSteered: tc.notSteered}, nil
 				})
-			e.backlog = 1 // the first load wakes the room and starts the turn
+			e.backlog = 1                                         // the first load wakes the room and starts the turn
 			e.at(5*time.Second, func() { e.backlog++; e.poke() }) // mid-turn
 			e.at(40*time.Second, func() {
 				if steers != 1 || e.turns != tc.wantTurns {
