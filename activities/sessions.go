@@ -22,6 +22,8 @@ const (
 	EnvRuntimeIdleSecs = "JAM_OWNED_RUNTIME_IDLE_SECS"
 	// EnvProviderReadySecs replaces every provider's start-handshake bound.
 	EnvProviderReadySecs = "JAM_PROVIDER_READY_SECS"
+	// EnvReconcileIntervalSecs sets how often Reconcile runs.
+	EnvReconcileIntervalSecs = "JAM_RECONCILE_INTERVAL_SECS"
 )
 
 // Lifecycle is the operator's configuration of the owned-runtime lifecycle.
@@ -32,6 +34,8 @@ type Lifecycle struct {
 	IdleSecs int
 	// ReadyTimeout, when set, replaces every provider's start-handshake bound.
 	ReadyTimeout time.Duration
+	// ReconcileInterval, when set, is how often Reconcile runs (else every minute).
+	ReconcileInterval time.Duration
 }
 
 // LifecycleFromEnv parses the lifecycle knobs. A malformed value is an error, not a silent
@@ -51,6 +55,7 @@ func LifecycleFromEnv(getenv func(string) string) (Lifecycle, error) {
 	}{
 		{EnvRuntimeIdleSecs, func(n int) { l.IdleSecs = n }},
 		{EnvProviderReadySecs, func(n int) { l.ReadyTimeout = time.Duration(n) * time.Second }},
+		{EnvReconcileIntervalSecs, func(n int) { l.ReconcileInterval = time.Duration(n) * time.Second }},
 	} {
 		if v := getenv(k.name); v != "" {
 			n, err := strconv.Atoi(v)

@@ -16,6 +16,7 @@ import (
 	"github.com/jam-dev/jam/api/client"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/stubmodel"
 )
 
@@ -198,4 +199,119 @@ func TestACodexCommandApprovalIsDecidedWithTheCLI(t *testing.T) {
 		t.Fatalf("jam permission decide: %v\n%s", err, out)
 	}
 	awaitReply(t, c, m, 2*time.Minute)
+}
+
+// A Codex template on a node without codex: the session says why, and it makes one start
+// attempt in all — not one per Reconcile period, not one per message (issue 18).
+func TestACodexRoomOnANodeWithoutCodexFailsOnceAndSaysWhy(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "jam-home")
+	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(), "JAM_RECONCILE_INTERVAL_SECS=2"))
+	c := d.client
+	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportCodexAppServer, Command: "/nonexistent/codex"}
+	agent := codexAgent(t, c, "codex", tmpl)
+	room, session := roomWith(t, c, "lab", agent)
+	postText(t, c, room.ID, "hello?")
+	var s api.SessionBody
+	eventually(t, time.Minute, func() bool {
+		s = getSession(t, c, session)
+		return s.Failure != nil
+	})
+	if s.Presence != domain.PresenceFailed || s.Failure.Class != domain.FailureExecutableRefused ||
+		!strings.Contains(s.Failure.Reason, "/nonexistent/codex") || !strings.Contains(s.Failure.Reason, "does not exist") {
+		t.Fatalf("session presence %s failure %+v", s.Presence, s.Failure)
+	}
+	attempts := func() int { return strings.Count(d.proc.stderrText(), `"runtime did not start" component=temporal-client`) }
+	time.Sleep(5 * time.Second) // two Reconcile periods
+	postText(t, c, room.ID, "anyone?")
+	time.Sleep(5 * time.Second) // two more
+	if n := attempts(); n != 1 {
+		t.Fatalf("%d start attempts, want 1", n)
+	}
+}
+
+// Sandboxed Codex through the fake sbx: CODEX_HOME lives in the provider-state mount, so a
+// park checkpoints the thread (rollout files and state database), and a host whose state was
+// lost resumes the same thread from that checkpoint, with its history.
+func TestASandboxedCodexResumesItsThreadFromACheckpoint(t *testing.T) {
+	exe := requireCodex(t)
+	model := codexModel(t)
+	state := t.TempDir()
+	home := filepath.Join(t.TempDir(), "jam-home")
+	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(), "JAM_OWNED_RUNTIME_IDLE_SECS=3", "STUB_MODEL_KEY=x",
+		"JAM_SBX="+fakesbx.Binary(t), "FAKESBX_STATE="+state, "FAKESBX_LOG="+filepath.Join(t.TempDir(), "sbx.log")))
+	c, ctx := d.client, context.Background()
+	tmpl := codexTemplate(model, nil)
+	placement := domain.PlacementDedicated
+	tmpl.Placement, tmpl.Sandbox = &placement, domain.SandboxConfig{Enabled: true}
+	agent := codexAgent(t, c, "codex", tmpl)
+	room, session := roomWith(t, c, "lab", agent)
+	host := "/v1/hosts/" + session.String()
+
+	if r := awaitReply(t, c, postText(t, c, room.ID, "remember the number 42"), 2*time.Minute); r.Text != "stub: remember the number 42" {
+		t.Fatalf("reply %q", r.Text)
+	}
+	thread := getSession(t, c, session).ProviderSessionID
+	awaitPresence(t, c, session, domain.PresenceDormant, time.Minute)
+	var cps api.CheckpointList
+	eventually(t, time.Minute, func() bool {
+		must(t, c.Do(ctx, http.MethodGet, host+"/checkpoints", nil, &cps))
+		return len(cps.Items) > 0
+	})
+	cp := cps.Items[0]
+	if len(cp.Sessions) != 1 || cp.Sessions[0].ProviderSessionID != thread || cp.ProviderVersion != exe.Version {
+		t.Fatalf("checkpoint %+v (thread %s, codex %s)", cp, thread, exe.Version)
+	}
+	// The host's state is lost: the next wake restores it from the checkpoint.
+	if err := os.RemoveAll(filepath.Join(home, "runtime-hosts", session.String(), "provider-state", "codex")); err != nil {
+		t.Fatal(err)
+	}
+	before := len(model.Requests())
+	awaitReply(t, c, postText(t, c, room.ID, "what was the number?"), 2*time.Minute)
+	if s := getSession(t, c, session); s.ProviderSessionID != thread {
+		t.Fatalf("woke on thread %q, bound %q", s.ProviderSessionID, thread)
+	}
+	if reqs := model.Requests()[before:]; len(reqs) == 0 || !strings.Contains(reqs[0].AllText(), "remember the number 42") {
+		t.Fatal("the restored thread's request does not hold the first turn")
+	}
+	var cont api.ContinuityBody
+	must(t, c.Do(ctx, http.MethodGet, host+"/continuity", nil, &cont))
+	if len(cont.Sessions) != 1 || cont.Sessions[0].LastResume == nil || cont.Sessions[0].LastResume.Outcome != domain.ResumeSucceeded {
+		t.Fatalf("continuity after the restore %+v", cont.ContinuityReport)
+	}
+}
+
+// The production shape: the worker is SIGKILLed while Codex streams its answer; a new worker
+// under the same node name resumes the thread and the message is answered exactly once.
+func TestACodexTurnCutByAKilledWorkerIsAnsweredExactlyOnce(t *testing.T) {
+	requireCodex(t)
+	model := codexModel(t)
+	p := startProductionServer(t, "codex-crash-token")
+	c := p.client
+	workerEnv := append(append(p.base, "JAM_HOME="+filepath.Join(t.TempDir(), "node-w1")),
+		ownedEnv(t, t.TempDir(), "CODEX_HOME="+t.TempDir(), "STUB_MODEL_KEY=x")...)
+	worker := startJam(t, workerEnv, "worker", "--node", "w1")
+	agent := codexAgent(t, c, "codex", codexTemplate(model, nil))
+	room, session := roomWith(t, c, "lab", agent)
+
+	m := postText(t, c, room.ID, slowMarker+" a long answer")
+	eventually(t, 2*time.Minute, func() bool {
+		s := getSession(t, c, session)
+		return s.Runtime != nil && s.Runtime.InTurn && len(model.Requests()) > 0
+	})
+	if err := worker.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-worker.exited
+	if rs := repliesTo(t, c, m); len(rs) != 0 {
+		t.Fatalf("answered by a dead worker: %+v", rs)
+	}
+	worker2 := startJam(t, workerEnv, "worker", "--node", "w1")
+	awaitReply(t, c, m, 2*time.Minute)
+	time.Sleep(2 * time.Second)
+	if n := len(repliesTo(t, c, m)); n != 1 {
+		t.Fatalf("the message was answered %d times, want exactly once", n)
+	}
+	if code := worker2.interrupt(45 * time.Second); code != 0 {
+		t.Fatalf("worker exited %d after Ctrl-C", code)
+	}
 }

@@ -150,7 +150,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		cfg.Register(w.shared, w.node)
 	}
 
-	if err := workflows.EnsureReconcileSchedule(ctx, cfg.Client); err != nil {
+	if err := workflows.EnsureReconcileSchedule(ctx, cfg.Client, cfg.Lifecycle.ReconcileInterval); err != nil {
 		// Reconcile only heals lost pokes; a node that cannot create it still serves.
 		cfg.Logger.Warn("reconcile schedule", "error", err)
 	}

@@ -19,7 +19,8 @@ import (
 // ReconcileScheduleID names the Temporal Schedule that runs Reconcile.
 const ReconcileScheduleID = "Reconcile"
 
-// ReconcileInterval is how often the schedule runs Reconcile.
+// ReconcileInterval is how often the schedule runs Reconcile unless the operator says
+// otherwise (JAM_RECONCILE_INTERVAL_SECS).
 const ReconcileInterval = time.Minute
 
 // maxPokesPerRun bounds one Reconcile run's history; the rest wait for the next run.
@@ -103,12 +104,17 @@ func Reconcile(ctx workflow.Context) (ReconcileReport, error) {
 	return rep, nil
 }
 
-// EnsureReconcileSchedule creates the Reconcile schedule unless it exists. Every process that
-// runs workflows calls it at start; the first wins and the others find it.
-func EnsureReconcileSchedule(ctx context.Context, c client.Client) error {
+// EnsureReconcileSchedule creates the Reconcile schedule, running every interval (0 is
+// ReconcileInterval), unless it exists; an existing one with another interval is moved to
+// this one. Every process that runs workflows calls it at start.
+func EnsureReconcileSchedule(ctx context.Context, c client.Client, interval time.Duration) error {
+	if interval <= 0 {
+		interval = ReconcileInterval
+	}
+	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: interval}}}
 	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
 		ID:      ReconcileScheduleID,
-		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: ReconcileInterval}}},
+		Spec:    spec,
 		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
 		Action: &client.ScheduleWorkflowAction{
 			ID:        ReconcileScheduleID,
@@ -116,12 +122,24 @@ func EnsureReconcileSchedule(ctx context.Context, c client.Client) error {
 			TaskQueue: TaskQueue,
 		},
 	})
-	if err == nil || errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
-		return nil
-	}
 	var exists *serviceerror.AlreadyExists
-	if errors.As(err, &exists) {
+	switch {
+	case err == nil:
 		return nil
+	case !errors.Is(err, temporal.ErrScheduleAlreadyRunning) && !errors.As(err, &exists):
+		return fmt.Errorf("create the %s schedule: %w", ReconcileScheduleID, err)
 	}
-	return fmt.Errorf("create the %s schedule: %w", ReconcileScheduleID, err)
+	h := c.ScheduleClient().GetHandle(ctx, ReconcileScheduleID)
+	err = h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+		cur := in.Description.Schedule.Spec
+		if cur != nil && len(cur.Intervals) == 1 && cur.Intervals[0].Every == interval {
+			return nil, temporal.ErrSkipScheduleUpdate
+		}
+		in.Description.Schedule.Spec = &spec
+		return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
+	}})
+	if err != nil {
+		return fmt.Errorf("update the %s schedule's interval: %w", ReconcileScheduleID, err)
+	}
+	return nil
 }
