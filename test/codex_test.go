@@ -220,7 +220,9 @@ func TestACodexRoomOnANodeWithoutCodexFailsOnceAndSaysWhy(t *testing.T) {
 		!strings.Contains(s.Failure.Reason, "/nonexistent/codex") || !strings.Contains(s.Failure.Reason, "does not exist") {
 		t.Fatalf("session presence %s failure %+v", s.Presence, s.Failure)
 	}
-	attempts := func() int { return strings.Count(d.proc.stderrText(), `"runtime did not start" component=temporal-client`) }
+	attempts := func() int {
+		return strings.Count(d.proc.stderrText(), `"runtime did not start" component=temporal-client`)
+	}
 	time.Sleep(5 * time.Second) // two Reconcile periods
 	postText(t, c, room.ID, "anyone?")
 	time.Sleep(5 * time.Second) // two more
