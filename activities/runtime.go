@@ -158,6 +158,9 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Settings: hs.Config.Settings, Briefing: agent.Briefing,
 		ReadyTimeout: r.readyTimeout(row),
 		Permissions:  r.Permissions, Events: r.sink(hs, gen, log), Log: log}
+	if in.Host != uuid.Nil && domain.ResolvePlacement(hs.Config.Placement) == domain.PlacementShared {
+		spec.SharedHost = in.Host // adapters that can run one process for the host's rooms do
+	}
 	rt, p, err := r.Table.Start(ctx, spec)
 	l.release() // the provider has started (or failed): the env file has served
 	switch {

@@ -77,6 +77,9 @@ type Spec struct {
 	Env []string
 	// Dir is the workspace the provider works in.
 	Dir string
+	// SharedHost, when set, is the Shared runtime host whose one provider process the
+	// session shares with the host's other members (for adapters that can, such as Codex).
+	SharedHost uuid.UUID
 	// ReadyTimeout bounds the start handshake (spawn to a bound session) whatever the
 	// caller's deadline; 0 is the adapter's default.
 	ReadyTimeout time.Duration

@@ -327,3 +327,53 @@ func TestACommandApprovalReachesThePermissionBroker(t *testing.T) {
 	_, err := os.Stat(filepath.Join(f.dir, "created-by-codex"))
 	assert.True(t, os.IsNotExist(err), "a denied command ran")
 }
+
+// A Shared host runs ONE app-server for its member rooms: each room has its own thread, the
+// model's tool calls reach the room whose thread made them, and the process lives until the
+// last room leaves.
+func TestTheRoomsOfASharedHostShareOneAppServer(t *testing.T) {
+	f := newFixture(t, stubmodel.ReplyTool)
+	host := uuid.New()
+	start := func() (provider.Runtime, provider.Prepared) {
+		rec := &recorder{}
+		spec := f.spec("", rec)
+		spec.SharedHost = host
+		rt, err := codex.New(spec)
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(f.home, "codex"), 0o700))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		p, err := rt.Prepare(ctx)
+		require.NoError(t, err)
+		return rt, p
+	}
+	a, pa := start()
+	b, pb := start()
+	assert.Equal(t, pa.PID, pb.PID, "one process for the host")
+	assert.NotEqual(t, pa.ProviderSessionID, pb.ProviderSessionID, "a thread per room")
+
+	var wg sync.WaitGroup
+	results := make([]provider.TurnResult, 2)
+	msgs := []provider.Message{human("for room a"), human("for room b")}
+	for i, rt := range []provider.Runtime{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); results[i] = run(t, rt, msgs[i]) }()
+	}
+	wg.Wait()
+	for i, res := range results {
+		require.Equal(t, domain.TurnComplete, res.Outcome, "%v", res.Err)
+		s, ok := replyOf(res.Plan, msgs[i].ID)
+		assert.True(t, ok && s.Text == "stub: "+msgs[i].Text && !s.Fallback, "room %d: %+v", i, res.Plan)
+		assert.Len(t, res.Plan.Settles, 1, "room %d settled another room's message", i)
+	}
+
+	require.NoError(t, a.Teardown(context.Background(), domain.CheckpointBeforeStop))
+	assert.True(t, b.Liveness().ProcessAlive, "the other room's process went with the first")
+	res := run(t, b, human("still here"))
+	assert.Equal(t, domain.TurnComplete, res.Outcome, "%v", res.Err)
+	require.NoError(t, b.Teardown(context.Background(), domain.CheckpointBeforeStop))
+	require.Eventually(t, func() bool {
+		n, err := provider.ProcessGroupMembers(pa.PID)
+		return err == nil && n == 0
+	}, 10*time.Second, 50*time.Millisecond, "the app-server outlived the host's last room")
+}

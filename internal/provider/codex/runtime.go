@@ -1,5 +1,6 @@
 // Package codex is the provider.Runtime of `codex app-server` (OpenAI Codex): one app-server
-// child per runtime session, one Codex thread bound to it (thread/start, or thread/resume of
+// child per runtime session (one per Shared host, its member rooms routed by thread id), one
+// Codex thread bound to each session (thread/start, or thread/resume of
 // the bound thread, never a silent fresh one), one Codex turn per Jam turn, steering with
 // turn/steer, settlement through the dynamic tools jam_reply_to_message and jam_no_reply, and
 // command and file-change approvals through the permission broker.
@@ -47,8 +48,7 @@ type Runtime struct {
 	// across a protocol call.
 	prepMu     sync.Mutex
 	mu         sync.Mutex
-	child      *provider.Child
-	c          *conn
+	p          *proc
 	thread     string
 	version    string
 	prepared   bool
@@ -117,26 +117,17 @@ func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
 		r.mu.Unlock()
 	}()
 
-	spawner := r.spec.Spawner
-	if spawner == nil {
-		spawner = provider.DefaultSpawner
+	p, err := r.attach(ctx)
+	if err == nil {
+		r.mu.Lock()
+		r.p = p
+		r.mu.Unlock()
+		err = r.handshake(ctx, p)
+		if err != nil {
+			p.release(r)
+		}
 	}
-	child, err := spawner.Spawn(ctx, provider.Command{Path: r.spec.Executable, Args: r.spec.Args, Env: r.spec.Env,
-		Dir: r.spec.Dir, Stderr: r.stderr})
 	if err != nil {
-		return provider.Prepared{}, fmt.Errorf("spawn codex app-server: %w", err)
-	}
-	child.OnExit(func() { r.closeOnce.Do(func() { close(r.exited) }) })
-	c := newConn(child.Stdin, r.log)
-	c.onNotify = r.notification
-	c.onRequest = r.serverRequest
-	r.mu.Lock()
-	r.child, r.c = child, c
-	r.mu.Unlock()
-	go c.serve(provider.GuardJSONLines(child.Stdout, provider.MaxProtocolLine, r.log))
-
-	if err := r.handshake(ctx, c); err != nil {
-		child.Kill(provider.ChildShutdownGrace)
 		if tail := r.stderr.String(); tail != "" {
 			r.log.Warn("codex app-server failed to prepare", "stderr_tail", tail)
 		}
@@ -154,8 +145,8 @@ func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
 
 func (r *Runtime) preparedLocked() provider.Prepared {
 	pid := 0
-	if r.child != nil {
-		pid = r.child.PID()
+	if r.p != nil {
+		pid = r.p.child.PID()
 	}
 	return provider.Prepared{ProviderSessionID: r.thread, Resumed: r.spec.ProviderSessionID != "",
 		Identity: identity, Version: r.version, PID: pid}
@@ -171,17 +162,10 @@ type threadResult struct {
 	Model string `json:"model"`
 }
 
-func (r *Runtime) handshake(ctx context.Context, c *conn) error {
-	err := c.call(ctx, "initialize", map[string]any{
-		"clientInfo":   map[string]any{"name": "jam", "title": "Jam", "version": ClientVersion},
-		"capabilities": map[string]any{"experimentalApi": true}, // dynamic tools need it
-	}, nil)
-	if err != nil {
-		return err
-	}
-	if err := c.notify("initialized", nil); err != nil {
-		return fmt.Errorf("initialized: %w", err)
-	}
+// handshake binds the session's thread on the initialized process: thread/resume of the
+// bound thread (exactly that one, or ErrExactResumeUnavailable), else thread/start.
+func (r *Runtime) handshake(ctx context.Context, p *proc) error {
+	c := p.c
 	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentRuntimeIdentity, Text: identity})
 	params := r.threadParams()
 	var res threadResult
@@ -207,6 +191,7 @@ func (r *Runtime) handshake(ctx context.Context, c *conn) error {
 	r.mu.Lock()
 	r.thread, r.version = res.Thread.ID, domain.Truncate(res.Thread.CLIVersion, 100)
 	r.mu.Unlock()
+	p.register(res.Thread.ID, r)
 	if r.spec.ProviderSessionID == "" {
 		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentProviderSessionBound, ProviderSessionID: res.Thread.ID})
 	}
@@ -222,9 +207,9 @@ func (e notReady) Error() string {
 
 func (e notReady) Unwrap() error { return provider.ErrNotReady }
 
-// Teardown retires the instance (it can no longer emit), ends a running turn and reaps the
-// process group: closing stdin stops the app-server, whose threads are already on disk. It is
-// idempotent.
+// Teardown retires the instance (it can no longer emit), ends a running turn and detaches
+// from its process; the last runtime out reaps the process group (closing stdin stops the
+// app-server, whose threads are already on disk). It is idempotent.
 func (r *Runtime) Teardown(_ context.Context, reason domain.CheckpointReason) error {
 	r.stamper.Retire()
 	r.mu.Lock()
@@ -241,16 +226,18 @@ func (r *Runtime) Teardown(_ context.Context, reason domain.CheckpointReason) er
 		return nil
 	}
 	r.tornDown = true
-	if r.turn != nil && r.child != nil && r.child.Alive() {
+	if r.turn != nil && r.p != nil && r.p.child.Alive() {
 		r.turn.interrupted = true
 		r.turn.interrupt()
 	}
-	child := r.child
+	p := r.p
 	r.mu.Unlock()
 	r.log.Info("codex runtime teardown", "reason", reason)
-	if child != nil {
-		child.Kill(provider.ChildShutdownGrace)
+	if p != nil {
+		p.release(r)
 	}
+	// Detached, this runtime's process is gone for it, whether or not others still use it.
+	r.closeOnce.Do(func() { close(r.exited) })
 	return nil
 }
 
@@ -258,16 +245,16 @@ func (r *Runtime) Teardown(_ context.Context, reason domain.CheckpointReason) er
 func (r *Runtime) Liveness() provider.Liveness {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.child == nil {
+	if r.p == nil {
 		return provider.Liveness{}
 	}
 	open := false
 	select {
-	case <-r.c.Done():
+	case <-r.p.c.Done():
 	default:
 		open = true
 	}
-	return provider.Liveness{PID: r.child.PID(), ProcessAlive: r.child.Alive(), TransportOpen: open}
+	return provider.Liveness{PID: r.p.child.PID(), ProcessAlive: r.p.child.Alive(), TransportOpen: open}
 }
 
 // Exited is closed when the app-server process exits.

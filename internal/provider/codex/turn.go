@@ -77,7 +77,7 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 	case r.turn != nil:
 		r.mu.Unlock()
 		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrTurnInProgress)
-	case !r.child.Alive():
+	case !r.p.child.Alive():
 		r.mu.Unlock()
 		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrRuntimeExited)
 	}
@@ -260,9 +260,9 @@ func (r *Runtime) interruptWait(ts *turnState) (turnInfo, error) {
 		case <-t.C:
 			r.log.Warn("codex did not end an interrupted turn; killing it", "grace", InterruptGrace)
 			r.mu.Lock()
-			child := r.child
+			p := r.p
 			r.mu.Unlock()
-			child.Kill(provider.ChildShutdownGrace)
+			p.child.Kill(provider.ChildShutdownGrace)
 			return turnInfo{}, errInterrupted
 		}
 	}
@@ -271,7 +271,7 @@ func (r *Runtime) interruptWait(ts *turnState) (turnInfo, error) {
 func (r *Runtime) conn() *conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.c
+	return r.p.c
 }
 
 // Kinds of failed Codex turns the ladder tells apart.
@@ -391,14 +391,6 @@ func (u *usageSum) event() *provider.Usage {
 
 // notification maps the app-server's notifications for this runtime's thread.
 func (r *Runtime) notification(method string, raw json.RawMessage) {
-	var head struct {
-		ThreadID string `json:"threadId"`
-		TurnID   string `json:"turnId"`
-	}
-	_ = json.Unmarshal(raw, &head)
-	if head.ThreadID != "" && head.ThreadID != r.threadID() {
-		return
-	}
 	r.mu.Lock()
 	ts := r.turn
 	r.mu.Unlock()
