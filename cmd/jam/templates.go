@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,7 +19,7 @@ import (
 type templateFlags struct {
 	file                                 string
 	alias, transport, command, placement string
-	args, env                            []string
+	args, env, settings                  []string
 	sandbox                              bool
 	workspaceSource, hostPath            string
 	networkProfile                       string
@@ -32,6 +33,7 @@ func (f *templateFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.command, "command", "", "absolute path of the agent executable (default: resolve the transport's)")
 	fs.StringArrayVar(&f.args, "arg", nil, "an argument (repeatable)")
 	fs.StringArrayVar(&f.env, "env", nil, "a host environment variable to pass through (repeatable)")
+	fs.StringArrayVar(&f.settings, "setting", nil, "a transport setting KEY=VALUE, e.g. model=gpt-5 or model_provider_base_url=http://127.0.0.1:11434/v1 (repeatable)")
 	fs.StringVar(&f.placement, "placement", "", "shared_agent_host or dedicated_session_host (default dedicated)")
 	fs.BoolVar(&f.sandbox, "sandbox", false, "run inside a Docker Sandboxes microVM")
 	fs.StringVar(&f.workspaceSource, "workspace-source", "", "managed, private_host_clone or direct_host (sandboxed)")
@@ -73,8 +75,19 @@ func (f *templateFlags) body(cmd *cobra.Command) (json.RawMessage, error) {
 	if f.transport == "" {
 		return nil, fmt.Errorf("give --transport (or --file)")
 	}
+	var settings map[string]string
+	for _, kv := range f.settings {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--setting %q: want KEY=VALUE", kv)
+		}
+		if settings == nil {
+			settings = map[string]string{}
+		}
+		settings[k] = v
+	}
 	c := domain.TemplateConfig{
-		Alias: f.alias, Transport: domain.Transport(f.transport), Command: f.command, Args: f.args, EnvAllowlist: f.env,
+		Alias: f.alias, Transport: domain.Transport(f.transport), Command: f.command, Args: f.args, EnvAllowlist: f.env, Settings: settings,
 		NetworkProfile: domain.NetworkProfile(f.networkProfile),
 		Sandbox:        domain.SandboxConfig{Enabled: f.sandbox, WorkspaceSource: domain.WorkspaceSource(f.workspaceSource), HostPath: f.hostPath},
 	}
