@@ -15,6 +15,7 @@ import (
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/api/client"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/testsupport/realagent"
 	"github.com/jam-dev/jam/internal/testsupport/stubmodel"
 )
 
@@ -27,7 +28,7 @@ func TestCodexBenchmark(t *testing.T) {
 	if os.Getenv("JAM_BENCH") != "1" {
 		t.Skip("benchmark: run with `make bench` (JAM_BENCH=1)")
 	}
-	requireCodex(t)
+	realagent.Require(t, "codex")
 	model, err := stubmodel.Start(stubmodel.ReplyTool)
 	if err != nil {
 		t.Fatal(err)

@@ -15,23 +15,10 @@ import (
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/api/client"
 	"github.com/jam-dev/jam/internal/domain"
-	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
+	"github.com/jam-dev/jam/internal/testsupport/realagent"
 	"github.com/jam-dev/jam/internal/testsupport/stubmodel"
 )
-
-// requireCodex finds the real `codex` on PATH or skips (fails under JAM_REQUIRE_REAL_AGENTS=1).
-func requireCodex(t *testing.T) provider.ResolvedExecutable {
-	t.Helper()
-	exe, err := provider.ResolveExecutable(context.Background(), provider.ExecutableRequest{Command: "codex", PATH: os.Getenv("PATH")})
-	if err != nil {
-		if os.Getenv("JAM_REQUIRE_REAL_AGENTS") == "1" {
-			t.Fatalf("codex is required (JAM_REQUIRE_REAL_AGENTS=1): %v", err)
-		}
-		t.Skipf("codex is not installed: %v", err)
-	}
-	return exe
-}
 
 // slowMarker in a message makes the scripted model stream its answer slowly, so a test can
 // steer or interrupt the turn.
@@ -87,7 +74,7 @@ func codexAgent(t *testing.T, c *client.Client, name string, tmpl domain.Templat
 // same thread is resumed with the earlier turns in the model's input; a command approval
 // reaches the permission broker and `jam permission decide` answers it.
 func TestCodexAnswersSteersStopsAndResumesInARoom(t *testing.T) {
-	requireCodex(t)
+	realagent.Require(t, "codex")
 	model := codexModel(t)
 	home := filepath.Join(t.TempDir(), "jam-home")
 	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(), "JAM_OWNED_RUNTIME_IDLE_SECS=4",
@@ -163,7 +150,7 @@ func TestCodexAnswersSteersStopsAndResumesInARoom(t *testing.T) {
 // A command Codex wants to run under the untrusted approval policy is a pending runtime
 // permission; `jam permission decide` answers it and the turn goes on.
 func TestACodexCommandApprovalIsDecidedWithTheCLI(t *testing.T) {
-	requireCodex(t)
+	realagent.Require(t, "codex")
 	var mu sync.Mutex
 	calls := 0
 	model, err := stubmodel.Start(func(r stubmodel.Request) stubmodel.Reply {
@@ -235,7 +222,7 @@ func TestACodexRoomOnANodeWithoutCodexFailsOnceAndSaysWhy(t *testing.T) {
 // park checkpoints the thread (rollout files and state database), and a host whose state was
 // lost resumes the same thread from that checkpoint, with its history.
 func TestASandboxedCodexResumesItsThreadFromACheckpoint(t *testing.T) {
-	exe := requireCodex(t)
+	exe := realagent.Require(t, "codex")
 	model := codexModel(t)
 	state := t.TempDir()
 	home := filepath.Join(t.TempDir(), "jam-home")
@@ -285,7 +272,7 @@ func TestASandboxedCodexResumesItsThreadFromACheckpoint(t *testing.T) {
 // The production shape: the worker is SIGKILLed while Codex streams its answer; a new worker
 // under the same node name resumes the thread and the message is answered exactly once.
 func TestACodexTurnCutByAKilledWorkerIsAnsweredExactlyOnce(t *testing.T) {
-	requireCodex(t)
+	realagent.Require(t, "codex")
 	model := codexModel(t)
 	p := startProductionServer(t, "codex-crash-token")
 	c := p.client

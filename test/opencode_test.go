@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,24 +10,10 @@ import (
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/domain"
-	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
+	"github.com/jam-dev/jam/internal/testsupport/realagent"
 	"github.com/jam-dev/jam/internal/testsupport/stubmodel"
 )
-
-// requireOpenCode finds the real `opencode` on PATH or skips (fails under
-// JAM_REQUIRE_REAL_AGENTS=1, as in CI).
-func requireOpenCode(t *testing.T) provider.ResolvedExecutable {
-	t.Helper()
-	exe, err := provider.ResolveExecutable(context.Background(), provider.ExecutableRequest{Command: "opencode", PATH: os.Getenv("PATH")})
-	if err != nil {
-		if os.Getenv("JAM_REQUIRE_REAL_AGENTS") == "1" {
-			t.Fatalf("opencode is required (JAM_REQUIRE_REAL_AGENTS=1): %v", err)
-		}
-		t.Skipf("opencode is not installed: %v", err)
-	}
-	return exe
-}
 
 // Issue 17: a real sandboxed OpenCode answered once and never again — it kept its database
 // in the guest's ~/.local/share, outside the provider-state mount, so the park captured
@@ -37,7 +22,7 @@ func requireOpenCode(t *testing.T) provider.ResolvedExecutable {
 // holding the session, with OpenCode's version), wake on the same provider session with
 // the earlier turn in the model's input, twice.
 func TestASandboxedOpenCodeResumesItsSessionAcrossParks(t *testing.T) {
-	exe := requireOpenCode(t)
+	exe := realagent.Require(t, "opencode")
 	model, err := stubmodel.Start(nil)
 	if err != nil {
 		t.Fatal(err)

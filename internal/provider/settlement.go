@@ -341,3 +341,23 @@ func (s *Settlement) Plan(outcome domain.TurnOutcome) Plan {
 	}
 	return p
 }
+
+// CloseTurn ends a turn's events the same way for every adapter: the final text of a
+// complete turn, the error of a failed one, the plan (closing the settlement), the thought
+// an agent's message gets instead of a reply, then TurnComplete.
+func CloseTurn(s *Stamper, settle *Settlement, outcome domain.TurnOutcome, turnErr error) TurnResult {
+	if outcome == domain.TurnComplete {
+		if text := settle.Text(); text != "" {
+			s.Emit(AgentEvent{Kind: domain.AgentTextFinal, Text: text})
+		}
+	}
+	if turnErr != nil {
+		s.Emit(AgentEvent{Kind: domain.AgentError, Text: turnErr.Error()})
+	}
+	plan := settle.Plan(outcome)
+	if plan.Thought != "" {
+		s.Emit(AgentEvent{Kind: domain.AgentThought, Text: plan.Thought})
+	}
+	s.Emit(AgentEvent{Kind: domain.AgentTurnComplete, Outcome: outcome})
+	return TurnResult{Outcome: outcome, Plan: plan, Err: turnErr}
+}

@@ -15,11 +15,9 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/provider/acp"
+	"github.com/jam-dev/jam/internal/testsupport/realagent"
 	"github.com/jam-dev/jam/internal/testsupport/stubmodel"
 )
-
-// requireRealAgents makes a missing real agent CLI a failure (CI installs them) instead of a skip.
-func requireRealAgents() bool { return os.Getenv("JAM_REQUIRE_REAL_AGENTS") == "1" }
 
 // TestOpenCodeHandshake drives the real `opencode acp` (npm opencode-ai) through the same
 // adapter: initialize v1 and session/new, offline, with its home in a temporary directory.
@@ -28,13 +26,7 @@ func TestOpenCodeHandshake(t *testing.T) {
 	require.True(t, ok)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	exe, err := provider.ResolveExecutable(ctx, provider.ExecutableRequest{Command: row.Command, PATH: os.Getenv("PATH")})
-	if err != nil {
-		if requireRealAgents() {
-			t.Fatalf("opencode is required (JAM_REQUIRE_REAL_AGENTS=1): %v", err)
-		}
-		t.Skipf("opencode is not installed: %v", err)
-	}
+	exe := realagent.Require(t, row.Command)
 	home := t.TempDir()
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home,
 		"XDG_CONFIG_HOME=" + filepath.Join(home, "config"), "XDG_DATA_HOME=" + filepath.Join(home, "data"),
@@ -62,25 +54,11 @@ func openCodeConfig(baseURL string) string {
 		`/v1","apiKey":"x"},"models":{"stub-model":{"name":"stub"}}}}}`
 }
 
-// openCode resolves the real opencode or skips (fails when JAM_REQUIRE_REAL_AGENTS=1).
-func openCode(t *testing.T) provider.ResolvedExecutable {
-	t.Helper()
-	row, _ := domain.LookupTransport(domain.TransportOpenCode)
-	exe, err := provider.ResolveExecutable(context.Background(), provider.ExecutableRequest{Command: row.Command, PATH: os.Getenv("PATH")})
-	if err != nil {
-		if requireRealAgents() {
-			t.Fatalf("opencode is required (JAM_REQUIRE_REAL_AGENTS=1): %v", err)
-		}
-		t.Skipf("opencode is not installed: %v", err)
-	}
-	return exe
-}
-
 // TestOpenCodeAnswersThroughTheStubModelAndResumesItsSessionInANewProcess runs real turns
 // of `opencode acp` against the scripted model server: a reply, then a new process that
 // loads the same session and sends the model the earlier turn.
 func TestOpenCodeAnswersThroughTheStubModelAndResumesItsSessionInANewProcess(t *testing.T) {
-	exe := openCode(t)
+	exe := realagent.Require(t, "opencode")
 	model, err := stubmodel.Start(nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = model.Close() })

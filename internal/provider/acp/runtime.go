@@ -112,11 +112,7 @@ func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
 	}
 	// The readiness bound holds whatever the caller's deadline: an agent that never answers
 	// initialize must not sit "starting" for the length of the activity.
-	ready := r.spec.ReadyTimeout
-	if ready <= 0 {
-		ready = PrepareTimeout
-	}
-	ctx, cancelReady := context.WithTimeoutCause(ctx, ready, errNotReady{ready})
+	ctx, cancelReady := provider.WithReadiness(ctx, r.spec.ReadyTimeout, PrepareTimeout, "the agent")
 	defer cancelReady()
 	ctx, cancelPrep := context.WithCancel(ctx)
 	defer cancelPrep()
@@ -149,10 +145,8 @@ func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
 		if tail := r.stderr.String(); tail != "" {
 			r.log.Warn("acp agent failed to prepare", "stderr_tail", tail)
 		}
-		var notReady errNotReady
-		if errors.As(context.Cause(ctx), &notReady) {
-			// What the handshake call said about its own cancellation adds nothing.
-			return provider.Prepared{}, fmt.Errorf("prepare acp runtime: %w", notReady)
+		if nr := provider.NotReady(ctx); nr != nil {
+			return provider.Prepared{}, fmt.Errorf("prepare acp runtime: %w", nr)
 		}
 		if ctx.Err() != nil && !errors.Is(err, provider.ErrExactResumeUnavailable) {
 			return provider.Prepared{}, fmt.Errorf("prepare acp runtime: %w", errors.Join(context.Cause(ctx), err))
@@ -182,15 +176,6 @@ func resumeFailed(method, want string, ctx context.Context, err error) error {
 	}
 	return fmt.Errorf("%w: %s %s: %w", provider.ErrExactResumeUnavailable, method, want, err)
 }
-
-// errNotReady is the cause of a handshake that ran out of its readiness bound.
-type errNotReady struct{ after time.Duration }
-
-func (e errNotReady) Error() string {
-	return fmt.Sprintf("the agent did not finish its start handshake within %s", e.after)
-}
-
-func (e errNotReady) Unwrap() error { return provider.ErrNotReady }
 
 func (r *Runtime) handshake(ctx context.Context, conn *sdk.ClientSideConnection) error {
 	init, err := conn.Initialize(ctx, sdk.InitializeRequest{
@@ -310,24 +295,15 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentUsage, Usage: usageOf(resp.Usage)})
 	}
 	if outcome == domain.TurnComplete {
-		if text := ts.settle.Text(); text != "" {
-			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTextFinal, Text: text})
-		}
+		// A silent turn acknowledges its messages (it has no final text to emit).
 		ts.settle.StageSilentNoReply(r.emitDisposition)
 	}
-	if turnErr != nil {
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentError, Text: turnErr.Error()})
-	}
-	plan := ts.settle.Plan(outcome)
-	if plan.Thought != "" {
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentThought, Text: plan.Thought})
-	}
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnComplete, Outcome: outcome})
+	res := provider.CloseTurn(r.stamper, ts.settle, outcome, turnErr)
 	r.stamper.EndTurn()
 	r.mu.Lock()
 	r.turn = nil
 	r.mu.Unlock()
-	return provider.TurnResult{Outcome: outcome, Plan: plan, Err: turnErr}, nil
+	return res, nil
 }
 
 // transportLost reports whether the agent's connection is gone, waiting briefly for the

@@ -16,6 +16,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/provider/codex"
+	"github.com/jam-dev/jam/internal/testsupport/realagent"
 	"github.com/jam-dev/jam/internal/testsupport/stubmodel"
 )
 
@@ -46,19 +47,6 @@ func (r *recorder) count(kind domain.AgentEventKind) int {
 	return n
 }
 
-// codexBinary resolves the real codex or skips (fails under JAM_REQUIRE_REAL_AGENTS=1).
-func codexBinary(t *testing.T) provider.ResolvedExecutable {
-	t.Helper()
-	exe, err := provider.ResolveExecutable(context.Background(), provider.ExecutableRequest{Command: "codex", PATH: os.Getenv("PATH")})
-	if err != nil {
-		if os.Getenv("JAM_REQUIRE_REAL_AGENTS") == "1" {
-			t.Fatalf("codex is required (JAM_REQUIRE_REAL_AGENTS=1): %v", err)
-		}
-		t.Skipf("codex is not installed: %v", err)
-	}
-	return exe
-}
-
 // fixture is a Codex home, a workspace and a model server for one test.
 type fixture struct {
 	t      *testing.T
@@ -71,7 +59,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, respond stubmodel.Responder) *fixture {
-	exe := codexBinary(t)
+	exe := realagent.Require(t, "codex")
 	model, err := stubmodel.Start(respond)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = model.Close() })

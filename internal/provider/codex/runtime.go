@@ -101,11 +101,7 @@ func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
 		r.mu.Unlock()
 		return p, nil
 	}
-	ready := r.spec.ReadyTimeout
-	if ready <= 0 {
-		ready = PrepareTimeout
-	}
-	ctx, cancelReady := context.WithTimeoutCause(ctx, ready, notReady{ready})
+	ctx, cancelReady := provider.WithReadiness(ctx, r.spec.ReadyTimeout, PrepareTimeout, "the app-server")
 	defer cancelReady()
 	ctx, cancelPrep := context.WithCancel(ctx)
 	defer cancelPrep()
@@ -131,8 +127,7 @@ func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
 		if tail := r.stderr.String(); tail != "" {
 			r.log.Warn("codex app-server failed to prepare", "stderr_tail", tail)
 		}
-		var nr notReady
-		if errors.As(context.Cause(ctx), &nr) {
+		if nr := provider.NotReady(ctx); nr != nil {
 			return provider.Prepared{}, fmt.Errorf("prepare codex runtime: %w", nr)
 		}
 		return provider.Prepared{}, fmt.Errorf("prepare codex runtime: %w", err)
@@ -197,15 +192,6 @@ func (r *Runtime) handshake(ctx context.Context, p *proc) error {
 	}
 	return nil
 }
-
-// notReady is the cause of a handshake that ran out of its readiness bound.
-type notReady struct{ after time.Duration }
-
-func (e notReady) Error() string {
-	return fmt.Sprintf("the app-server did not finish its start handshake within %s", e.after)
-}
-
-func (e notReady) Unwrap() error { return provider.ErrNotReady }
 
 // Teardown retires the instance (it can no longer emit), ends a running turn and detaches
 // from its process; the last runtime out reaps the process group (closing stdin stops the

@@ -99,23 +99,13 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 	prompt := provider.RenderEnvelope(provider.Envelope{Style: provider.ExplicitDisposition, Messages: turn.Messages})
 	outcome, turnErr := r.runLadder(ts, prompt)
 
-	if outcome == domain.TurnComplete {
-		if text := ts.settle.Text(); text != "" {
-			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTextFinal, Text: text})
-		}
+	ts.mu.Lock()
+	usage := ts.usage.event()
+	ts.mu.Unlock()
+	if usage != nil {
+		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentUsage, Usage: usage})
 	}
-	if u := ts.usage.event(); u != nil {
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentUsage, Usage: u})
-	}
-	if turnErr != nil {
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentError, Text: turnErr.Error()})
-	}
-	plan := ts.settle.Plan(outcome)
-	if plan.Thought != "" {
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentThought, Text: plan.Thought})
-	}
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnComplete, Outcome: outcome})
-	return provider.TurnResult{Outcome: outcome, Plan: plan, Err: turnErr}, nil
+	return provider.CloseTurn(r.stamper, ts.settle, outcome, turnErr), nil
 }
 
 // runLadder runs Codex turns until the Jam turn has an outcome.
