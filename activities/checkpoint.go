@@ -9,17 +9,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/jam-dev/jam/internal/checkpoint"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/workspace"
 )
-
-// ErrTypeCheckpointRefused: the provider state cannot be captured (too large, conflicting
-// id); retrying will not change that.
-const ErrTypeCheckpointRefused = "checkpoint_refused"
 
 // Checkpoints holds the node activities that capture a runtime host's provider state. It is
 // registered only on the node's queue: the state and its generations live on this machine.
@@ -122,7 +118,7 @@ func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpoin
 	m, err := gens.Capture(ctx, req)
 	stop()
 	if errors.Is(err, checkpoint.ErrTooLarge) || errors.Is(err, checkpoint.ErrConflict) {
-		return CaptureCheckpointResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeCheckpointRefused, err)
+		return CaptureCheckpointResult{}, contract.Fail(err.Error(), domain.ErrTypeCheckpointRefused, err)
 	}
 	if err != nil {
 		return CaptureCheckpointResult{}, err
@@ -134,7 +130,7 @@ func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpoin
 	}
 	if _, err := c.Store.InsertCheckpoint(ctx, rec); err != nil {
 		if errors.Is(err, store.ErrCheckpointChanged) {
-			return CaptureCheckpointResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeCheckpointRefused, err)
+			return CaptureCheckpointResult{}, contract.Fail(err.Error(), domain.ErrTypeCheckpointRefused, err)
 		}
 		return CaptureCheckpointResult{}, fmt.Errorf("record checkpoint %s: %w", m.ID, err)
 	}

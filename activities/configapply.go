@@ -7,19 +7,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/temporal"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 )
 
-// ErrTypeSuperseded: a newer save of the template replaced the generation being applied; it
-// never becomes effective.
-const ErrTypeSuperseded = "superseded"
-
 func superseded(err error) error {
 	if errors.Is(err, store.ErrSuperseded) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSuperseded, err)
+		return contract.Fail(err.Error(), domain.ErrTypeSuperseded, err)
 	}
 	return err
 }

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/jam-dev/jam/internal/checkpoint"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/workspace"
@@ -67,7 +67,7 @@ type ContinuityReport struct {
 func (c *Checkpoints) InspectContinuity(ctx context.Context, in InspectContinuityInput) (ContinuityReport, error) {
 	h, err := c.Store.GetRuntimeHost(ctx, in.Host)
 	if errors.Is(err, store.ErrNotFound) {
-		return ContinuityReport{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHostScope, err)
+		return ContinuityReport{}, contract.Fail(err.Error(), domain.ErrTypeHostScope, err)
 	}
 	if err != nil {
 		return ContinuityReport{}, err

@@ -8,16 +8,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/jam-dev/jam/internal/checkpoint"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/workspace"
 )
-
-// ErrTypeRetained: the retention inventory keeps this checkpoint's payload.
-const ErrTypeRetained = "retained"
 
 // CheckpointRef names one checkpoint of a host.
 type CheckpointRef struct {
@@ -32,13 +29,13 @@ type CheckpointRef struct {
 func (c *Checkpoints) CheckRetention(ctx context.Context, in CheckpointRef) error {
 	rec, err := c.Store.GetCheckpoint(ctx, in.Checkpoint)
 	if errors.Is(err, store.ErrNotFound) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRetained, err)
+		return contract.Fail(err.Error(), domain.ErrTypeRetained, err)
 	}
 	if err != nil {
 		return err
 	}
 	if rec.RuntimeHostID != in.Host {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("checkpoint %s is not of host %s", in.Checkpoint, in.Host), ErrTypeRetained, nil)
+		return contract.Fail(fmt.Sprintf("checkpoint %s is not of host %s", in.Checkpoint, in.Host), domain.ErrTypeRetained, nil)
 	}
 	if rec.PayloadDeletedAt != nil {
 		return nil
@@ -66,7 +63,7 @@ func (c *Checkpoints) CheckRetention(ctx context.Context, in CheckpointRef) erro
 		}
 	}
 	if reason != "" {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("checkpoint %s is retained: %s", in.Checkpoint, reason), ErrTypeRetained, nil)
+		return contract.Fail(fmt.Sprintf("checkpoint %s is retained: %s", in.Checkpoint, reason), domain.ErrTypeRetained, nil)
 	}
 	return nil
 }
@@ -96,7 +93,7 @@ func (c *Checkpoints) newestVerified(ctx context.Context, gens checkpoint.Store,
 // other generations (hard links) stay theirs. An absent payload is already removed.
 func (c *Checkpoints) RemovePayload(ctx context.Context, in CheckpointRef) error {
 	if in.Checkpoint == uuid.Nil {
-		return temporal.NewNonRetryableApplicationError("checkpoint is required", ErrTypeValidation, nil)
+		return contract.Fail("checkpoint is required", domain.ErrTypeValidation, nil)
 	}
 	paths, err := workspace.ManagedPaths(c.Layout, in.Host)
 	if err != nil {
@@ -125,7 +122,7 @@ func (h *Hosts) WriteDeletionStage(ctx context.Context, in DeletionStageInput) (
 	if _, err := h.Store.WriteCheckpointDeletion(ctx, d); err != nil {
 		var te *domain.TransitionError
 		if errors.As(err, &te) {
-			return domain.CheckpointDeletion{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeValidation, err)
+			return domain.CheckpointDeletion{}, contract.Fail(err.Error(), domain.ErrTypeValidation, err)
 		}
 		return domain.CheckpointDeletion{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/workspace"
@@ -307,7 +308,7 @@ func (w *WorkspaceRecords) WriteCleanupStage(ctx context.Context, in CleanupStag
 			return out, app
 		}
 		if errors.Is(err, store.ErrConflict) || errors.As(err, &te) {
-			return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOperationRunning, err)
+			return out, contract.Fail(err.Error(), domain.ErrTypeOperationRunning, err)
 		}
 	}
 	return out, err
@@ -399,18 +400,18 @@ func quiet(ctx context.Context, q *store.Q, host uuid.UUID, live func(uuid.UUID)
 	}
 	for _, m := range members {
 		if m.State != domain.MembershipDormant {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("member %s of host %s is %s", m.RuntimeSession, host, m.State),
-				ErrTypeCleanupBlocked, nil)
+			return contract.Fail(fmt.Sprintf("member %s of host %s is %s", m.RuntimeSession, host, m.State),
+				domain.ErrTypeCleanupBlocked, nil)
 		}
 		if live != nil && live(m.RuntimeSession) {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("member %s has a live runtime in this worker", m.RuntimeSession),
-				ErrTypeCleanupBlocked, nil)
+			return contract.Fail(fmt.Sprintf("member %s has a live runtime in this worker", m.RuntimeSession),
+				domain.ErrTypeCleanupBlocked, nil)
 		}
 		if op, err := q.RunningWorkspaceOperation(ctx, m.RuntimeSession); err != nil {
 			return err
 		} else if op != nil {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("workspace %s has a running %s operation", m.RuntimeSession, op.Kind),
-				ErrTypeCleanupBlocked, nil)
+			return contract.Fail(fmt.Sprintf("workspace %s has a running %s operation", m.RuntimeSession, op.Kind),
+				domain.ErrTypeCleanupBlocked, nil)
 		}
 	}
 	return nil

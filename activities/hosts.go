@@ -10,23 +10,9 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
-)
-
-// Error types of the host activities; none is retried.
-const (
-	// ErrTypeIncompatibleHost: the session's host (or the agent's live Shared host) does not
-	// match the session's host-wide inputs; no second owner was made.
-	ErrTypeIncompatibleHost = "incompatible_host"
-	// ErrTypeHostBusy: a host-scope control is running; the member stays dormant and its
-	// queued messages wake it after the control (or at the next Reconcile).
-	ErrTypeHostBusy = "host_busy"
-	// ErrTypeHostScope: the host's durable membership does not resolve to sessions a control
-	// may act on; nothing was stopped.
-	ErrTypeHostScope = "host_scope"
-	// ErrTypeHostReplacing: the host is being recreated for a template edit; a turn waits.
-	ErrTypeHostReplacing = "host_replacing"
 )
 
 // HostLeases reaches the RuntimeHost workflows from an activity (client calls; the
@@ -99,7 +85,7 @@ func (h *Hosts) AcquireHost(ctx context.Context, in AcquireHostInput) (HostLease
 		Sandboxed: hs.Config.Sandbox.Enabled, Compatibility: domain.CompatibilityFingerprint(hs.Config, ""),
 		SandboxName: func(host uuid.UUID) string { return SandboxName(hs.AgentID, host) }, At: time.Now()})
 	if errors.Is(err, store.ErrIncompatibleHost) {
-		return HostLease{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeIncompatibleHost, err)
+		return HostLease{}, contract.Fail(err.Error(), domain.ErrTypeIncompatibleHost, err)
 	}
 	if err != nil {
 		return HostLease{}, err
@@ -177,7 +163,7 @@ type LoadHostResult struct {
 func (h *Hosts) LoadHost(ctx context.Context, in LoadHostInput) (LoadHostResult, error) {
 	r, err := h.Store.GetRuntimeHost(ctx, in.Host)
 	if errors.Is(err, store.ErrNotFound) {
-		return LoadHostResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHostScope, err)
+		return LoadHostResult{}, contract.Fail(err.Error(), domain.ErrTypeHostScope, err)
 	}
 	if err != nil {
 		return LoadHostResult{}, err
@@ -212,7 +198,7 @@ func (h *Hosts) MarkMember(ctx context.Context, in MarkMemberInput) (MarkMemberR
 		case errors.Is(err, store.ErrNotFound):
 			return MarkMemberResult{HostGone: true}, nil
 		case errors.Is(err, store.ErrConflict):
-			return MarkMemberResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHostScope, err)
+			return MarkMemberResult{}, contract.Fail(err.Error(), domain.ErrTypeHostScope, err)
 		case err != nil:
 			return MarkMemberResult{}, err
 		}
@@ -246,7 +232,7 @@ type ScopeMember struct {
 func (h *Hosts) HostScope(ctx context.Context, in HostScopeInput) ([]ScopeMember, error) {
 	refuse := func(format string, a ...any) error {
 		msg := fmt.Sprintf(format, a...)
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeHostScope, nil)
+		return contract.Fail(msg, domain.ErrTypeHostScope, nil)
 	}
 	r, err := h.Store.GetRuntimeHost(ctx, in.Host)
 	if errors.Is(err, store.ErrNotFound) {

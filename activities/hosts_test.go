@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -21,7 +22,7 @@ type busyLeases struct{}
 
 func (busyLeases) Acquire(context.Context, string, uuid.UUID, uuid.UUID) (activities.HostLease, error) {
 	return activities.HostLease{}, fmt.Errorf("acquire runtime host: %w",
-		temporal.NewApplicationError("a host control is running", activities.ErrTypeHostBusy))
+		contract.Fail("a host control is running", domain.ErrTypeHostBusy, nil))
 }
 func (busyLeases) Release(context.Context, string, uuid.UUID, uuid.UUID, domain.CheckpointReason) error {
 	return nil
@@ -41,5 +42,5 @@ func TestARejectedAcquireKeepsItsTypeThroughTheActivity(t *testing.T) {
 	_, err := env.ExecuteActivity(hosts.AcquireHost, activities.AcquireHostInput{RuntimeSession: w.session, Node: "n1"})
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(err, &app), "%v", err)
-	require.Equal(t, activities.ErrTypeHostBusy, app.Type())
+	require.Equal(t, domain.ErrTypeHostBusy, app.Type())
 }

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/jam-dev/jam/internal/checkpoint"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/workspace"
 )
@@ -106,9 +106,9 @@ func (r *Runtimes) activate(ctx context.Context, h domain.RuntimeHost, hs domain
 		detail = fmt.Sprint(reasons)
 	}
 	return activated{kind: ActivationUnavailable, detail: detail},
-		temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		contract.Fail(fmt.Sprintf(
 			"runtime session %s is bound to provider session %s but its provider state is gone and %s; inspect the host's continuity and start fresh explicitly",
-			hs.RuntimeSessionID, hs.ProviderSessionID, detail), ErrTypeExactResume, nil)
+			hs.RuntimeSessionID, hs.ProviderSessionID, detail), domain.ErrTypeExactResume, nil)
 }
 
 // hostLocks serializes activation per runtime host within this node's worker (a host's

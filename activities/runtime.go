@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/store"
@@ -28,26 +28,6 @@ type RuntimeTable interface {
 	Interrupt(ctx context.Context, session uuid.UUID, generation int64) error
 	Steer(ctx context.Context, session uuid.UUID, generation int64, msgs []provider.Message) error
 }
-
-// Error types the RoomSession workflow tells apart; they are not retried.
-const (
-	// ErrTypeRuntimeNotLive: the node has no live runtime of that generation (the worker
-	// restarted or the runtime was replaced); the workflow prepares again.
-	ErrTypeRuntimeNotLive = "RuntimeNotLive"
-	// ErrTypeExactResume: the bound provider session cannot be resumed exactly; continuity
-	// needs an explicit start-fresh.
-	ErrTypeExactResume = "ExactResumeUnavailable"
-	// ErrTypeNoSession: the runtime session does not exist or was removed.
-	ErrTypeNoSession = "RuntimeSessionGone"
-	// ErrTypeExecutableRefused: the provider's executable cannot be resolved or verified.
-	ErrTypeExecutableRefused = "ExecutableRefused"
-	// ErrTypeUnsupportedTransport: the transport is not one Jam runs.
-	ErrTypeUnsupportedTransport = "UnsupportedTransport"
-	// ErrTypeAdapterMissing: this node has no adapter for the transport's provider.
-	ErrTypeAdapterMissing = "adapter_missing"
-	// ErrTypeNotReady: the provider did not finish its start handshake within its bound.
-	ErrTypeNotReady = "runtime_not_ready"
-)
 
 // turnHeartbeat is how often RunTurn heartbeats while the provider works.
 const turnHeartbeat = 5 * time.Second
@@ -101,12 +81,12 @@ type PrepareRuntimeResult struct {
 // generation (which fences every older instance out of the store), resolves the provider
 // executable, starts the process through the node registry, and records the provider
 // session it bound. A session that has bound a provider session resumes exactly that one or
-// fails with ErrTypeExactResume.
+// fails with domain.ErrTypeExactResume.
 func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (PrepareRuntimeResult, error) {
 	hs, err := r.Store.GetHostSession(ctx, in.RuntimeSession)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && hs.Removed) {
-		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("runtime session %s does not exist or was removed", in.RuntimeSession), ErrTypeNoSession, err)
+		return PrepareRuntimeResult{}, contract.Fail(
+			fmt.Sprintf("runtime session %s does not exist or was removed", in.RuntimeSession), domain.ErrTypeNoSession, err)
 	}
 	if err != nil {
 		return PrepareRuntimeResult{}, err
@@ -120,9 +100,9 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 			// The runtime was placed by the effective configuration: a candidate that turns
 			// sandboxing on or off cannot start in that place. It is refused (the old runtime
 			// comes back, the failure is recorded); once the room is dormant it applies.
-			return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
+			return PrepareRuntimeResult{}, contract.Fail(
 				"the new configuration turns sandboxing on or off, which cannot replace a live runtime in place; stop the room, then save the template again",
-				ErrTypeValidation, nil)
+				domain.ErrTypeValidation, nil)
 		}
 		hs.Config = cfg
 	}
@@ -132,8 +112,8 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	}
 	row, ok := domain.LookupTransport(hs.Config.Transport)
 	if !ok || !row.Owned {
-		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("transport %q is not run by Jam", hs.Config.Transport), ErrTypeUnsupportedTransport, nil)
+		return PrepareRuntimeResult{}, contract.Fail(
+			fmt.Sprintf("transport %q is not run by Jam", hs.Config.Transport), domain.ErrTypeUnsupportedTransport, nil)
 	}
 	worker := r.Env
 	if worker == nil {
@@ -168,17 +148,17 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		if c := l.activation.checkpoint; c != nil {
 			_ = r.observe(ctx, *c, hs, domain.ResumeFailed, domain.Truncate(err.Error(), 500)) // failing closed anyway
 		}
-		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
+		return PrepareRuntimeResult{}, contract.Fail(
 			fmt.Sprintf("runtime session %s cannot resume provider session %s exactly", hs.RuntimeSessionID, hs.ProviderSessionID),
-			ErrTypeExactResume, err)
+			domain.ErrTypeExactResume, err)
 	case errors.Is(err, provider.ErrNoAdapter):
-		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("node has no runtime adapter for transport %s", hs.Config.Transport), ErrTypeAdapterMissing, err)
+		return PrepareRuntimeResult{}, contract.Fail(
+			fmt.Sprintf("node has no runtime adapter for transport %s", hs.Config.Transport), domain.ErrTypeAdapterMissing, err)
 	case errors.Is(err, provider.ErrNotReady):
 		// Not retried: a provider that stays silent this long needs its template looked at,
 		// and each attempt would hold the room "starting" for the whole bound again.
-		return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s did not become ready: %v", row.Label, err), ErrTypeNotReady, err)
+		return PrepareRuntimeResult{}, contract.Fail(
+			fmt.Sprintf("%s did not become ready: %v", row.Label, err), domain.ErrTypeNotReady, err)
 	case err != nil:
 		return PrepareRuntimeResult{}, fmt.Errorf("start runtime %s: %w", hs.RuntimeSessionID, err)
 	}
@@ -200,9 +180,9 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		}
 		if outcome == domain.ResumeFailed {
 			_ = r.Table.Teardown(context.WithoutCancel(ctx), hs.RuntimeSessionID, domain.CheckpointBeforeStop)
-			return PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError(
+			return PrepareRuntimeResult{}, contract.Fail(
 				fmt.Sprintf("runtime session %s did not resume provider session %s: %s", hs.RuntimeSessionID, hs.ProviderSessionID, detail),
-				ErrTypeExactResume, nil)
+				domain.ErrTypeExactResume, nil)
 		}
 	}
 	if p.ProviderSessionID != "" && p.ProviderSessionID != hs.ProviderSessionID {
@@ -234,18 +214,18 @@ func (r *Runtimes) readyTimeout(row domain.TransportSpec) time.Duration {
 func (r *Runtimes) launch(ctx context.Context, hs domain.HostSession, row domain.TransportSpec, in PrepareRuntimeInput, worker []string) (launch, error) {
 	if in.Host != uuid.Nil || hs.Config.Sandbox.Enabled {
 		if in.Host == uuid.Nil || r.Sandbox == nil {
-			return launch{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("runtime session %s is sandboxed but no runtime host was leased", hs.RuntimeSessionID), ErrTypeValidation, nil)
+			return launch{}, contract.Fail(
+				fmt.Sprintf("runtime session %s is sandboxed but no runtime host was leased", hs.RuntimeSessionID), domain.ErrTypeValidation, nil)
 		}
 		return r.sandboxLaunch(ctx, hs, row, in, worker)
 	}
 	env, err := provider.HostNativeEnv(worker, row, hs.Config.EnvAllowlist)
 	if err != nil {
-		return launch{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeEnvRefused, err)
+		return launch{}, contract.Fail(err.Error(), domain.ErrTypeEnvRefused, err)
 	}
 	exe, err := r.resolve(ctx, row, hs.Config, worker, env)
 	if err != nil {
-		return launch{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeExecutableRefused, err)
+		return launch{}, contract.Fail(err.Error(), domain.ErrTypeExecutableRefused, err)
 	}
 	dir, err := r.workspace(hs)
 	if err != nil {
@@ -379,7 +359,7 @@ func (r *Runtimes) RunTurn(ctx context.Context, in RunTurnInput) (RunTurnResult,
 	stop()
 	if err != nil {
 		if errors.Is(err, provider.ErrRuntimeExited) || errors.Is(err, provider.ErrRuntimeNotLive) {
-			return RunTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRuntimeNotLive, err)
+			return RunTurnResult{}, contract.Fail(err.Error(), domain.ErrTypeRuntimeNotLive, err)
 		}
 		return RunTurnResult{}, err
 	}
@@ -397,7 +377,7 @@ func (r *Runtimes) RunTurn(ctx context.Context, in RunTurnInput) (RunTurnResult,
 	}
 	if _, err := r.Store.CommitTurn(ctx, commit); err != nil {
 		if errors.Is(err, store.ErrFenced) {
-			return RunTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRuntimeNotLive, err)
+			return RunTurnResult{}, contract.Fail(err.Error(), domain.ErrTypeRuntimeNotLive, err)
 		}
 		return RunTurnResult{}, err
 	}

@@ -9,29 +9,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/temporal"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/sandbox"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/workspace"
-)
-
-// Error types of the sandbox activities; none is retried.
-const (
-	// ErrTypeValidation: the request itself is wrong.
-	ErrTypeValidation = "validation"
-	// ErrTypeOwnershipMismatch: the sandbox is not provably Jam's; nothing may touch it.
-	ErrTypeOwnershipMismatch = "ownership_mismatch"
-	// ErrTypeSandboxUnavailable: this node has no usable `sbx`.
-	ErrTypeSandboxUnavailable = "sandbox_unavailable"
-	// ErrTypeCredentialMissing: the runtime needs a Docker service secret that is not set.
-	ErrTypeCredentialMissing = "credential_missing"
-	// ErrTypeWorkspaceCorrupt: the host root's manifest is corrupt; it is preserved and the
-	// workspace needs reconciliation.
-	ErrTypeWorkspaceCorrupt = "workspace_needs_reconciliation"
-	// ErrTypeNoSandbox: the runtime host runs without a sandbox.
-	ErrTypeNoSandbox = "no_sandbox"
 )
 
 // Sandbox holds the activities that drive this node's `sbx`. It is registered only on the
@@ -79,7 +62,7 @@ func (s *Sandbox) ProbeSandboxSupport(ctx context.Context, _ ProbeSandboxInput) 
 func (s *Sandbox) Driver(ctx context.Context) (*sandbox.Driver, error) {
 	path, err := sandbox.Locate(s.explicit(), s.getenv("PATH"))
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError("no usable sbx on this node: "+err.Error(), ErrTypeSandboxUnavailable, err)
+		return nil, contract.Fail("no usable sbx on this node: "+err.Error(), domain.ErrTypeSandboxUnavailable, err)
 	}
 	s.mu.Lock()
 	d, ok := s.drivers[path]
@@ -97,8 +80,8 @@ func (s *Sandbox) Driver(ctx context.Context) (*sandbox.Driver, error) {
 		return nil, fmt.Errorf("probe sbx version: %w", err)
 	}
 	if v.Less(sandbox.MinVersion) {
-		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("sbx %s is older than %s", v, sandbox.MinVersion), ErrTypeSandboxUnavailable, nil)
+		return nil, contract.Fail(
+			fmt.Sprintf("sbx %s is older than %s", v, sandbox.MinVersion), domain.ErrTypeSandboxUnavailable, nil)
 	}
 	s.mu.Lock()
 	if s.drivers == nil {
@@ -121,7 +104,7 @@ func (s *Sandbox) manager(ctx context.Context) (*sandbox.Manager, error) {
 // sandbox Jam's.
 func classify(err error) error {
 	if errors.Is(err, sandbox.ErrOwnershipMismatch) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOwnershipMismatch, err)
+		return contract.Fail(err.Error(), domain.ErrTypeOwnershipMismatch, err)
 	}
 	return err
 }
@@ -148,25 +131,25 @@ type EnsureSandboxResult struct {
 func (s *Sandbox) EnsureSandbox(ctx context.Context, in EnsureSandboxInput) (EnsureSandboxResult, error) {
 	h, err := s.Store.GetRuntimeHost(ctx, in.Host)
 	if errors.Is(err, store.ErrNotFound) {
-		return EnsureSandboxResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHostScope, err)
+		return EnsureSandboxResult{}, contract.Fail(err.Error(), domain.ErrTypeHostScope, err)
 	}
 	if err != nil {
 		return EnsureSandboxResult{}, err
 	}
 	if h.State == domain.HostArchived || h.State == domain.HostRemoved {
-		return EnsureSandboxResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("runtime host %s is %s; nothing starts in its sandbox", h.ID, h.State), ErrTypeHostScope, nil)
+		return EnsureSandboxResult{}, contract.Fail(
+			fmt.Sprintf("runtime host %s is %s; nothing starts in its sandbox", h.ID, h.State), domain.ErrTypeHostScope, nil)
 	}
 	hs, err := s.Store.GetHostSession(ctx, in.Session)
 	if errors.Is(err, store.ErrNotFound) {
-		return EnsureSandboxResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeNoSession, err)
+		return EnsureSandboxResult{}, contract.Fail(err.Error(), domain.ErrTypeNoSession, err)
 	}
 	if err != nil {
 		return EnsureSandboxResult{}, err
 	}
 	plan, err := SandboxPlan(s.Layout, h, hs.Config)
 	if err != nil {
-		return EnsureSandboxResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeValidation, err)
+		return EnsureSandboxResult{}, contract.Fail(err.Error(), domain.ErrTypeValidation, err)
 	}
 	if err := ProvisionWorkspace(ctx, s.Store, s.Layout, h, hs); err != nil {
 		return EnsureSandboxResult{}, err
@@ -201,7 +184,7 @@ func requireCredential(ctx context.Context, d *sandbox.Driver, c domain.Template
 	if !ok {
 		msg := fmt.Sprintf("%s with api_key auth needs a global Docker service secret for %s: run `sbx secret set -g %s`",
 			row.Label, row.SecretService, row.SecretService)
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeCredentialMissing, nil)
+		return contract.Fail(msg, domain.ErrTypeCredentialMissing, nil)
 	}
 	return nil
 }
@@ -211,8 +194,8 @@ func requireCredential(ctx context.Context, d *sandbox.Driver, c domain.Template
 func ProvisionWorkspace(ctx context.Context, st *store.Store, l domain.Layout, h domain.RuntimeHost, hs domain.HostSession) error {
 	row, _ := domain.LookupTransport(hs.Config.Transport)
 	if ws, err := st.GetManagedWorkspace(ctx, hs.RuntimeSessionID); err == nil && ws.State == domain.WorkspaceArchived {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"workspace %s is archived: restore one of its exports before the session runs again", ws.ID), ErrTypeWorkspaceArchived, nil)
+		return contract.Fail(fmt.Sprintf(
+			"workspace %s is archived: restore one of its exports before the session runs again", ws.ID), domain.ErrTypeWorkspaceArchived, nil)
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -221,9 +204,9 @@ func ProvisionWorkspace(ctx context.Context, st *store.Store, l domain.Layout, h
 	if op, err := st.RunningWorkspaceOperation(ctx, hs.RuntimeSessionID); err != nil {
 		return err
 	} else if op != nil && (op.Kind == domain.WorkspaceOpArchive || op.Kind == domain.WorkspaceOpReconcile) {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		return contract.Fail(fmt.Sprintf(
 			"workspace %s has a running %s operation; the session starts once it is done", hs.RuntimeSessionID, op.Kind),
-			ErrTypeOperationRunning, nil)
+			domain.ErrTypeOperationRunning, nil)
 	}
 	paths, err := workspace.ManagedPaths(l, h.ID)
 	if err != nil {
@@ -240,7 +223,7 @@ func ProvisionWorkspace(ctx context.Context, st *store.Store, l domain.Layout, h
 		}
 	}
 	if errors.Is(perr, workspace.ErrManifestCorrupt) {
-		return temporal.NewNonRetryableApplicationError(perr.Error(), ErrTypeWorkspaceCorrupt, perr)
+		return contract.Fail(perr.Error(), domain.ErrTypeWorkspaceCorrupt, perr)
 	}
 	return perr
 }
@@ -289,7 +272,7 @@ func (s *Sandbox) hostManager(ctx context.Context, in HostSandboxInput) (sandbox
 			return owner, "", nil, err
 		}
 		if !h.Sandboxed || h.SandboxName == "" {
-			return owner, "", nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("runtime host %s has no sandbox", in.Host), ErrTypeNoSandbox, nil)
+			return owner, "", nil, contract.Fail(fmt.Sprintf("runtime host %s has no sandbox", in.Host), domain.ErrTypeNoSandbox, nil)
 		}
 		owner, name = OwnerOf(h), h.SandboxName
 	}

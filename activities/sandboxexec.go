@@ -7,8 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"go.temporal.io/sdk/temporal"
-
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/sandbox"
 	"github.com/jam-dev/jam/internal/workspace"
@@ -17,9 +16,6 @@ import (
 // EnvProviderStateDir names the provider-state directory (on the host root, mounted at the
 // same path in the guest) to a sandboxed provider.
 const EnvProviderStateDir = "JAM_PROVIDER_STATE_DIR"
-
-// ErrTypeEnvRefused: a variable bound for the guest is a custody key or looks secret.
-const ErrTypeEnvRefused = "env_refused"
 
 // launch is how a provider process is started.
 type launch struct {
@@ -51,8 +47,8 @@ func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row
 		return launch{}, err
 	}
 	if !hs.Config.Sandbox.Enabled || !h.Sandboxed || h.SandboxName != in.Sandbox || h.AgentID != hs.AgentID {
-		return launch{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("runtime session %s does not run in sandbox %q", hs.RuntimeSessionID, in.Sandbox), ErrTypeValidation, nil)
+		return launch{}, contract.Fail(
+			fmt.Sprintf("runtime session %s does not run in sandbox %q", hs.RuntimeSessionID, in.Sandbox), domain.ErrTypeValidation, nil)
 	}
 	if err := ProvisionWorkspace(ctx, r.Store, r.Layout, h, hs); err != nil {
 		return launch{}, err
@@ -79,7 +75,7 @@ func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row
 		return v, v != ""
 	}, home)
 	if errors.Is(err, sandbox.ErrEnvRefused) {
-		return launch{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeEnvRefused, err)
+		return launch{}, contract.Fail(err.Error(), domain.ErrTypeEnvRefused, err)
 	}
 	if err != nil {
 		return launch{}, err

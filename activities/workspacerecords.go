@@ -8,31 +8,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/temporal"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 )
 
-// Error types of workspace operations and host cleanup; none is retried.
-const (
-	// ErrTypeOperationRunning: another operation runs on the workspace (or the host has a
-	// cleanup of another kind going).
-	ErrTypeOperationRunning = "operation_running"
-	// ErrTypeWorkspaceRefused: the request does not fit the workspace's state (archive an
-	// archived workspace, restore an export of another owner, delete an export of a live
-	// workspace, restore into an existing destination, ...).
-	ErrTypeWorkspaceRefused = "workspace_refused"
-	// ErrTypeRemovalBlocked: the removal inspection found work that would be lost.
-	ErrTypeRemovalBlocked = "removal_blocked"
-	// ErrTypeCleanupBlocked: the host cleanup preflight found a blocker.
-	ErrTypeCleanupBlocked = "cleanup_blocked"
-	// ErrTypeWorkspaceArchived: the workspace is archived; nothing starts in it until a restore.
-	ErrTypeWorkspaceArchived = "workspace_archived"
-)
-
 func refuse(format string, args ...any) error {
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrTypeWorkspaceRefused, nil)
+	return contract.Fail(fmt.Sprintf(format, args...), domain.ErrTypeWorkspaceRefused, nil)
 }
 
 // WorkspaceRecords are the store side of workspace operations and host cleanup (jam queue).
@@ -89,12 +72,12 @@ func (w *WorkspaceRecords) BeginWorkspaceOp(ctx context.Context, in BeginWorkspa
 	if running != nil {
 		intent, err := domain.DecodeWorkspaceOpIntent(running.Intent)
 		if err != nil {
-			return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeValidation, err)
+			return out, contract.Fail(err.Error(), domain.ErrTypeValidation, err)
 		}
 		if in.Action != domain.WorkspaceActionRetryReconcile && !sameRequest(in, intent) {
-			return out, temporal.NewNonRetryableApplicationError(
+			return out, contract.Fail(
 				fmt.Sprintf("workspace %s has a running %s operation %s; retry_reconcile finishes it", ws.ID, running.Kind, running.ID),
-				ErrTypeOperationRunning, nil)
+				domain.ErrTypeOperationRunning, nil)
 		}
 		out.Op, out.Intent, out.Resumed = *running, intent, true
 		if intent.Action == domain.WorkspaceActionArchive || intent.Action == domain.WorkspaceActionExport {
@@ -120,8 +103,8 @@ func (w *WorkspaceRecords) BeginWorkspaceOp(ctx context.Context, in BeginWorkspa
 	}
 	if _, err := w.Store.UpsertWorkspaceOperation(ctx, op); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return out, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("workspace %s has a running operation", ws.ID), ErrTypeOperationRunning, err)
+			return out, contract.Fail(
+				fmt.Sprintf("workspace %s has a running operation", ws.ID), domain.ErrTypeOperationRunning, err)
 		}
 		return out, err
 	}
@@ -305,7 +288,7 @@ func (w *WorkspaceRecords) SetWorkspaceState(ctx context.Context, in SetWorkspac
 func (w *WorkspaceRecords) RecordExport(ctx context.Context, e domain.WorkspaceExport) error {
 	if _, err := w.Store.InsertWorkspaceExport(ctx, e); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeValidation, err)
+			return contract.Fail(err.Error(), domain.ErrTypeValidation, err)
 		}
 		return err
 	}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/jam-dev/jam/internal/checkpoint"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/workspace"
@@ -89,7 +89,7 @@ func (w *Workspaces) InspectRemoval(ctx context.Context, in WorkspaceRef) (Remov
 // derived from the export's manifest, so a retried publication is identical.
 func (w *Workspaces) CreateExport(ctx context.Context, in WorkspaceRef) (domain.WorkspaceExport, error) {
 	if in.Export == uuid.Nil {
-		return domain.WorkspaceExport{}, temporal.NewNonRetryableApplicationError("export id is required", ErrTypeValidation, nil)
+		return domain.WorkspaceExport{}, contract.Fail("export id is required", domain.ErrTypeValidation, nil)
 	}
 	paths, err := workspace.ManagedPaths(w.Layout, in.Host)
 	if err != nil {
@@ -132,9 +132,9 @@ func (w *Workspaces) CreateExport(ctx context.Context, in WorkspaceRef) (domain.
 	if err != nil && activity.GetInfo(ctx).Attempt >= maxExportAttempts {
 		// A workspace that keeps changing under the copy (a session writing to it) is
 		// refused rather than retried for ever with the operation holding the workspace.
-		return domain.WorkspaceExport{}, temporal.NewNonRetryableApplicationError(
+		return domain.WorkspaceExport{}, contract.Fail(
 			fmt.Sprintf("workspace %s could not be exported after %d attempts; stop its session and try again", in.Workspace, maxExportAttempts),
-			ErrTypeWorkspaceRefused, err)
+			domain.ErrTypeWorkspaceRefused, err)
 	}
 	if err != nil {
 		return domain.WorkspaceExport{}, exportError(err)
@@ -181,7 +181,7 @@ func exportError(err error) error {
 	}
 	// The message is fixed (it reaches the API and the record); the cause, with its paths,
 	// stays in the worker's log and the workflow history.
-	return temporal.NewNonRetryableApplicationError(msg, ErrTypeWorkspaceRefused, err)
+	return contract.Fail(msg, domain.ErrTypeWorkspaceRefused, err)
 }
 
 // newestCheckpointOf is the newest kept generation of the host that captured the session and

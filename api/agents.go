@@ -138,7 +138,7 @@ func (s *Server) createAgent(c *gin.Context) error {
 	a, err := s.cfg.Store.CreateAgent(c.Request.Context(), domain.Agent{ID: uuid.New(), Name: req.Name, Kind: req.Kind,
 		Briefing: req.Briefing, CreatedAt: time.Now()}, hash)
 	if errors.Is(err, store.ErrConflict) {
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "an agent with this name already exists", Cause: err}
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "an agent with this name already exists", Cause: err}
 	}
 	if err != nil {
 		return err
@@ -207,12 +207,12 @@ func (s *Server) deleteAgent(c *gin.Context) error {
 		return err
 	}
 	if err := s.cfg.Lifecycle.AgentDeleting(c.Request.Context(), a.ID); err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+		return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable,
 			Message: "the agent's runtimes could not be stopped; nothing was deleted", Cause: err}
 	}
 	if err := s.cfg.Store.DeleteAgent(c.Request.Context(), a.ID, time.Now()); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return &Error{Status: http.StatusConflict, Code: CodeConflict,
+			return &Error{Status: http.StatusConflict, Code: domain.CodeConflict,
 				Message: "the agent's runtime hosts still hold records; clean them up first", Cause: err}
 		}
 		return err
@@ -242,7 +242,7 @@ func (s *Server) runIntent(intent domain.RunIntent, restart bool) func(c *gin.Co
 			return nil
 		}
 		if err := s.cfg.Lifecycle.AgentRunIntent(c.Request.Context(), a.ID, intent, restart); err != nil {
-			return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+			return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable,
 				Message: "the intent is saved but the runtimes could not be reached; it will be retried", Cause: err}
 		}
 		c.JSON(http.StatusOK, agentBody(a))

@@ -88,8 +88,8 @@ func TestAStoppedAttachedAgentsKeyIsRefusedUntilStartAndItsQueueIsKept(t *testin
 	}
 	select {
 	case a := <-waited:
-		if a.status != http.StatusForbidden || a.code != CodeAgentStopped {
-			t.Fatalf("the waiting receive answered %d %s, want 403 %s", a.status, a.code, CodeAgentStopped)
+		if a.status != http.StatusForbidden || a.code != domain.CodeAgentStopped {
+			t.Fatalf("the waiting receive answered %d %s, want 403 %s", a.status, a.code, domain.CodeAgentStopped)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting receive went on after the stop")
@@ -109,7 +109,7 @@ func TestAStoppedAttachedAgentsKeyIsRefusedUntilStartAndItsQueueIsKept(t *testin
 	}
 	for _, c := range refused {
 		r := h.call(http.MethodPost, c.path, w.agentKey, c.body, nil)
-		if r.status != http.StatusForbidden || r.errorBody(t).Code != CodeAgentStopped {
+		if r.status != http.StatusForbidden || r.errorBody(t).Code != domain.CodeAgentStopped {
 			t.Fatalf("POST %s with a stopped agent's key: %d %s", c.path, r.status, r.body)
 		}
 	}
@@ -144,8 +144,8 @@ func TestAStoppedAttachedAgentsKeyIsRefusedUntilStartAndItsQueueIsKept(t *testin
 			} `json:"schemas"`
 		} `json:"components"`
 	}
-	if err := json.Unmarshal(OpenAPIDocument(), &doc); err != nil || !slices.Contains(doc.Components.Schemas["Error"].Properties["code"].Enum, CodeAgentStopped) {
-		t.Fatalf("the Error schema does not list %s (%v)", CodeAgentStopped, err)
+	if err := json.Unmarshal(OpenAPIDocument(), &doc); err != nil || !slices.Contains(doc.Components.Schemas["Error"].Properties["code"].Enum, domain.CodeAgentStopped) {
+		t.Fatalf("the Error schema does not list %s (%v)", domain.CodeAgentStopped, err)
 	}
 
 	// An attached agent has no runtimes: the lifecycle is not asked to stop any.

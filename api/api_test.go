@@ -103,7 +103,7 @@ func TestUnknownRouteGetsJSON404(t *testing.T) {
 		if r.status != http.StatusNotFound {
 			t.Fatalf("%s: status %d", path, r.status)
 		}
-		if e := r.errorBody(t); e.Code != CodeNotFound {
+		if e := r.errorBody(t); e.Code != domain.CodeNotFound {
 			t.Fatalf("%s: code %s", path, e.Code)
 		}
 		if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
@@ -115,7 +115,7 @@ func TestUnknownRouteGetsJSON404(t *testing.T) {
 func TestWrongMethodGetsJSON405(t *testing.T) {
 	h := newHarness(t)
 	r := h.do(http.MethodDelete, "/v1/nodes", testToken, nil)
-	if r.status != http.StatusMethodNotAllowed || r.errorBody(t).Code != CodeMethodNotAllowed {
+	if r.status != http.StatusMethodNotAllowed || r.errorBody(t).Code != domain.CodeMethodNotAllowed {
 		t.Fatalf("status %d: %s", r.status, r.body)
 	}
 }
@@ -136,7 +136,7 @@ func TestMissingOrWrongTokenGetsJSON401(t *testing.T) {
 			rec := httptest.NewRecorder()
 			h.srv.Handler().ServeHTTP(rec, req)
 			r := response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
-			if r.status != http.StatusUnauthorized || r.errorBody(t).Code != CodeUnauthorized {
+			if r.status != http.StatusUnauthorized || r.errorBody(t).Code != domain.CodeUnauthorized {
 				t.Fatalf("status %d: %s", r.status, r.body)
 			}
 			if r.header.Get("WWW-Authenticate") == "" {
@@ -160,19 +160,19 @@ func TestBadBodiesGetTheJSONErrorShape(t *testing.T) {
 		code        string
 		field       string
 	}{
-		{"malformed", `{"value":`, "application/json", 400, CodeMalformedBody, ""},
-		{"not json", `value=5`, "", 400, CodeMalformedBody, ""},
-		{"empty", ``, "application/json", 400, CodeMalformedBody, ""},
-		{"trailing data", `{"value":5} {"value":6}`, "application/json", 400, CodeMalformedBody, ""},
-		{"array", `[1]`, "application/json", 400, CodeMalformedBody, ""},
-		{"unknown field", `{"value":5,"valu":6}`, "application/json", 400, CodeValidation, "valu"},
-		{"missing value", `{}`, "application/json", 400, CodeValidation, "value"},
-		{"null value", `{"value":null}`, "application/json", 400, CodeValidation, "value"},
-		{"wrong type", `{"value":"soon"}`, "application/json", 400, CodeValidation, "value"},
-		{"out of range", `{"value":0}`, "application/json", 400, CodeValidation, "value"},
-		{"not an integer", `{"value":1.5}`, "application/json", 400, CodeValidation, "value"},
-		{"other media type", `{"value":5}`, "text/plain", 415, CodeUnsupportedMedia, ""},
-		{"too large", `{"value":5,"pad":"` + strings.Repeat("x", maxBodyBytes) + `"}`, "application/json", 413, CodeTooLarge, ""},
+		{"malformed", `{"value":`, "application/json", 400, domain.CodeMalformedBody, ""},
+		{"not json", `value=5`, "", 400, domain.CodeMalformedBody, ""},
+		{"empty", ``, "application/json", 400, domain.CodeMalformedBody, ""},
+		{"trailing data", `{"value":5} {"value":6}`, "application/json", 400, domain.CodeMalformedBody, ""},
+		{"array", `[1]`, "application/json", 400, domain.CodeMalformedBody, ""},
+		{"unknown field", `{"value":5,"valu":6}`, "application/json", 400, domain.CodeValidation, "valu"},
+		{"missing value", `{}`, "application/json", 400, domain.CodeValidation, "value"},
+		{"null value", `{"value":null}`, "application/json", 400, domain.CodeValidation, "value"},
+		{"wrong type", `{"value":"soon"}`, "application/json", 400, domain.CodeValidation, "value"},
+		{"out of range", `{"value":0}`, "application/json", 400, domain.CodeValidation, "value"},
+		{"not an integer", `{"value":1.5}`, "application/json", 400, domain.CodeValidation, "value"},
+		{"other media type", `{"value":5}`, "text/plain", 415, domain.CodeUnsupportedMedia, ""},
+		{"too large", `{"value":5,"pad":"` + strings.Repeat("x", maxBodyBytes) + `"}`, "application/json", 413, domain.CodeTooLarge, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -202,7 +202,7 @@ func TestServerErrorsNeverCarryInternalText(t *testing.T) {
 	h.srv.engine.GET("/v1/panics", h.srv.handler(func(*gin.Context) error { panic("secret_admin exploded") }))
 	for _, path := range []string{"/v1/fails", "/v1/panics"} {
 		r := h.do(http.MethodGet, path, testToken, nil)
-		if r.status != http.StatusInternalServerError || r.errorBody(t).Code != CodeInternal {
+		if r.status != http.StatusInternalServerError || r.errorBody(t).Code != domain.CodeInternal {
 			t.Fatalf("%s: status %d: %s", path, r.status, r.body)
 		}
 		if bytes.Contains(r.body, []byte("secret_admin")) || bytes.Contains(r.body, []byte("10.0.0.7")) {
@@ -216,7 +216,7 @@ func TestACanceledRequestIsNotAServerFailure(t *testing.T) {
 	h.srv.engine.GET("/v1/gone", h.srv.handler(func(*gin.Context) error {
 		return fmt.Errorf("wait for the node: %w", context.Canceled)
 	}))
-	if r := h.do(http.MethodGet, "/v1/gone", testToken, nil); r.status != statusClientClosed || r.errorBody(t).Code != CodeCanceled {
+	if r := h.do(http.MethodGet, "/v1/gone", testToken, nil); r.status != statusClientClosed || r.errorBody(t).Code != domain.CodeCanceled {
 		t.Fatalf("status %d: %s", r.status, r.body)
 	}
 }
@@ -248,7 +248,7 @@ func TestReadyzNeedsTheStoreAndTemporal(t *testing.T) {
 	if err := json.Unmarshal(r.body, &body); err != nil {
 		t.Fatal(err)
 	}
-	if r.status != http.StatusServiceUnavailable || body.Code != CodeNotReady || body.Checks["temporal"] != "unreachable" ||
+	if r.status != http.StatusServiceUnavailable || body.Code != domain.CodeNotReady || body.Checks["temporal"] != "unreachable" ||
 		body.Checks["store"] != "ok" || strings.Contains(string(r.body), "refused") {
 		t.Fatalf("status %d: %s", r.status, r.body)
 	}
@@ -282,10 +282,10 @@ func TestNodesShowHeartbeatAgeAndStaleness(t *testing.T) {
 		list.Items[1].HeartbeatAgeSeconds < 44 || list.Items[1].TaskQueue != "jam.node.gone" {
 		t.Fatalf("nodes %+v", list.Items)
 	}
-	if r := h.do(http.MethodGet, "/v1/nodes/absent", testToken, nil); r.status != 404 || r.errorBody(t).Code != CodeNotFound {
+	if r := h.do(http.MethodGet, "/v1/nodes/absent", testToken, nil); r.status != 404 || r.errorBody(t).Code != domain.CodeNotFound {
 		t.Fatalf("absent node: %d %s", r.status, r.body)
 	}
-	if r := h.do(http.MethodGet, "/v1/nodes/bad%20name", testToken, nil); r.status != 400 || r.errorBody(t).Code != CodeValidation {
+	if r := h.do(http.MethodGet, "/v1/nodes/bad%20name", testToken, nil); r.status != 400 || r.errorBody(t).Code != domain.CodeValidation {
 		t.Fatalf("bad node name: %d %s", r.status, r.body)
 	}
 }

@@ -28,7 +28,7 @@ func decodeJSON(c *gin.Context, dst any) error {
 	if ct := c.GetHeader("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return &Error{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMedia, Message: "the body must be application/json"}
+			return &Error{Status: http.StatusUnsupportedMediaType, Code: domain.CodeUnsupportedMedia, Message: "the body must be application/json"}
 		}
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, maxBodyBytes))
@@ -37,7 +37,7 @@ func decodeJSON(c *gin.Context, dst any) error {
 		return bodyError(err)
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
-		return &Error{Status: http.StatusBadRequest, Code: CodeMalformedBody, Message: "the body must hold exactly one JSON object"}
+		return &Error{Status: http.StatusBadRequest, Code: domain.CodeMalformedBody, Message: "the body must hold exactly one JSON object"}
 	}
 	var vs domain.Validations
 	unknownFields(reflect.TypeOf(dst), raw, "", &vs)
@@ -63,15 +63,15 @@ func bodyError(err error) error {
 	)
 	switch {
 	case errors.Is(err, io.EOF):
-		return &Error{Status: http.StatusBadRequest, Code: CodeMalformedBody, Message: "the body is empty; a JSON object is required"}
+		return &Error{Status: http.StatusBadRequest, Code: domain.CodeMalformedBody, Message: "the body is empty; a JSON object is required"}
 	case errors.As(err, &maxBytes):
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes", maxBodyBytes)}
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: domain.CodeTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes", maxBodyBytes)}
 	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
-		return &Error{Status: http.StatusBadRequest, Code: CodeMalformedBody, Message: "the body is not valid JSON", Cause: err}
+		return &Error{Status: http.StatusBadRequest, Code: domain.CodeMalformedBody, Message: "the body is not valid JSON", Cause: err}
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
 		if field == "" {
-			return &Error{Status: http.StatusBadRequest, Code: CodeMalformedBody, Message: "the body must be a JSON object", Cause: err}
+			return &Error{Status: http.StatusBadRequest, Code: domain.CodeMalformedBody, Message: "the body must be a JSON object", Cause: err}
 		}
 		return validationError(domain.Validations{{Field: field, Detail: "must be " + jsonKind(typeErr.Type.Kind().String())}})
 	case errors.As(err, &validErr), errors.As(err, &validErrs):
@@ -79,7 +79,7 @@ func bodyError(err error) error {
 		vs, _ := domain.AsValidations(err)
 		return validationError(vs)
 	}
-	return &Error{Status: http.StatusBadRequest, Code: CodeMalformedBody, Message: "the body could not be read", Cause: err}
+	return &Error{Status: http.StatusBadRequest, Code: domain.CodeMalformedBody, Message: "the body could not be read", Cause: err}
 }
 
 func jsonKind(goKind string) string {

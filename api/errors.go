@@ -7,31 +7,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
-)
-
-// Error codes of the one JSON error shape.
-const (
-	CodeValidation       = "validation"
-	CodeMalformedBody    = "malformed_body"
-	CodeUnauthorized     = "unauthorized"
-	CodeForbidden        = "forbidden"
-	CodeNotFound         = "not_found"
-	CodeMethodNotAllowed = "method_not_allowed"
-	CodeConflict         = "conflict"
-	CodeTooLarge         = "payload_too_large"
-	CodeUnsupportedMedia = "unsupported_media_type"
-	CodePrecondition     = "precondition_failed"
-	CodeInternal         = "internal"
-	CodeNotReady         = "not_ready"
-	CodeUnavailable      = "unavailable"
-	CodeTimeout          = "timeout"
-	CodeUpstream         = "upstream_failed"
-	CodeCanceled         = "canceled"
-	// CodeAgentStopped: the agent whose key made the request is stopped (403) until an
-	// operator starts it.
-	CodeAgentStopped = "agent_stopped"
 )
 
 // statusClientClosed is the (nginx) status for a request whose client went away; it is
@@ -72,11 +50,11 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Cause }
 
 func notFound(what string, cause error) *Error {
-	return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: what + " not found", Cause: cause}
+	return &Error{Status: http.StatusNotFound, Code: domain.CodeNotFound, Message: what + " not found", Cause: cause}
 }
 
 func agentStopped(cause error) *Error {
-	return &Error{Status: http.StatusForbidden, Code: CodeAgentStopped,
+	return &Error{Status: http.StatusForbidden, Code: domain.CodeAgentStopped,
 		Message: "this agent is stopped; its key is refused until an operator starts it (jam agent start)", Cause: cause}
 }
 
@@ -85,7 +63,7 @@ func validationError(vs domain.Validations) *Error {
 	for i, v := range vs {
 		out[i] = FieldError{Field: v.Field, Detail: v.Detail}
 	}
-	return &Error{Status: http.StatusBadRequest, Code: CodeValidation, Message: "the request is invalid", Validations: out}
+	return &Error{Status: http.StatusBadRequest, Code: domain.CodeValidation, Message: "the request is invalid", Validations: out}
 }
 
 // toError maps any handler error to its public form; unknown errors become a 500 whose
@@ -100,26 +78,29 @@ func toError(err error) *Error {
 		ve.Cause = err
 		return ve
 	}
+	if cls, msg, ok := contract.Classify(err); ok {
+		return &Error{Status: cls.Status, Code: cls.Code, Message: cls.PublicMessage(msg), Cause: err}
+	}
 	switch {
 	case errors.Is(err, domain.ErrAgentStopped):
 		return agentStopped(err)
 	case errors.Is(err, domain.ErrPrecondition):
-		e := &Error{Status: http.StatusUnprocessableEntity, Code: CodePrecondition, Message: "the request cannot be carried out now", Cause: err}
+		e := &Error{Status: http.StatusUnprocessableEntity, Code: domain.CodePrecondition, Message: "the request cannot be carried out now", Cause: err}
 		var pe *domain.PreconditionError
 		if errors.As(err, &pe) {
 			e.Message = pe.Reason
 		}
 		return e
 	case errors.Is(err, store.ErrNotFound):
-		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "not found", Cause: err}
+		return &Error{Status: http.StatusNotFound, Code: domain.CodeNotFound, Message: "not found", Cause: err}
 	case errors.Is(err, store.ErrConflict), errors.Is(err, domain.ErrInvalidTransition):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the request conflicts with the current state", Cause: err}
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the request conflicts with the current state", Cause: err}
 	case errors.Is(err, context.Canceled):
-		return &Error{Status: statusClientClosed, Code: CodeCanceled, Message: "the request was canceled", Cause: err}
+		return &Error{Status: statusClientClosed, Code: domain.CodeCanceled, Message: "the request was canceled", Cause: err}
 	case errors.Is(err, context.DeadlineExceeded):
-		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the operation timed out", Cause: err}
+		return &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout, Message: "the operation timed out", Cause: err}
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error", Cause: err}
+	return &Error{Status: http.StatusInternalServerError, Code: domain.CodeInternal, Message: "internal error", Cause: err}
 }
 
 // writeError sends the JSON error shape and logs the cause of server-side failures.

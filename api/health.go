@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/jam-dev/jam/internal/domain"
 	"go.temporal.io/sdk/client"
 )
 
@@ -80,7 +81,7 @@ func (s *Server) readyz(c *gin.Context) error {
 		if results[name] != "ok" {
 			c.JSON(http.StatusServiceUnavailable, HealthBody{
 				Status: "not_ready", Version: s.cfg.Version, Checks: results,
-				Code: CodeNotReady, Message: name + " is unreachable",
+				Code: domain.CodeNotReady, Message: name + " is unreachable",
 			})
 			return nil
 		}

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/sandbox"
 	"github.com/jam-dev/jam/internal/store"
@@ -179,7 +180,7 @@ func (s *Server) controlHost(c *gin.Context) error {
 
 func (s *Server) runHostControl(c *gin.Context, h domain.RuntimeHost, req HostControlRequest) error {
 	if s.cfg.Hosts == nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "host control is not available in this process"}
+		return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "host control is not available in this process"}
 	}
 	if !h.Sandboxed {
 		return domain.Refuse("runtime host %s has no sandbox to control", h.ID)
@@ -188,18 +189,18 @@ func (s *Server) runHostControl(c *gin.Context, h domain.RuntimeHost, req HostCo
 	defer cancel()
 	res, err := s.cfg.Hosts.Control(ctx, h.ID, workflows.ControlRequest{Action: string(req.Action), DiscardChanges: req.DiscardChanges})
 	switch {
-	case workflows.IsValidation(err):
-		return &Error{Status: http.StatusBadRequest, Code: CodeValidation, Message: "the request was rejected: " + workflows.RejectionText(err), Cause: err}
-	case workflows.HasAppErrType(err, activities.ErrTypeHostBusy):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "another control of this host is running", Cause: err}
-	case workflows.HasAppErrType(err, activities.ErrTypeHostScope):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the host's members cannot be controlled as one: " + workflows.RejectionText(err), Cause: err}
-	case workflows.HasAppErrType(err, activities.ErrTypeOwnershipMismatch):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the sandbox is not provably Jam's; nothing was destroyed", Cause: err}
+	case contract.Is(err, domain.ErrTypeValidation):
+		return &Error{Status: http.StatusBadRequest, Code: domain.CodeValidation, Message: "the request was rejected: " + contract.RejectionText(err), Cause: err}
+	case contract.Is(err, domain.ErrTypeHostBusy):
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "another control of this host is running", Cause: err}
+	case contract.Is(err, domain.ErrTypeHostScope):
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the host's members cannot be controlled as one: " + contract.RejectionText(err), Cause: err}
+	case contract.Is(err, domain.ErrTypeOwnershipMismatch):
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the sandbox is not provably Jam's; nothing was destroyed", Cause: err}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the control did not finish in time; it goes on in the background", Cause: err}
+		return &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout, Message: "the control did not finish in time; it goes on in the background", Cause: err}
 	case err != nil:
-		return &Error{Status: http.StatusBadGateway, Code: CodeUpstream, Message: "the host control failed; members stopped so far stay dormant (see the host's workflow)", Cause: err}
+		return &Error{Status: http.StatusBadGateway, Code: domain.CodeUpstream, Message: "the host control failed; members stopped so far stay dormant (see the host's workflow)", Cause: err}
 	}
 	c.JSON(http.StatusOK, res)
 	return nil
@@ -233,7 +234,7 @@ func (s *Server) resetSessionSandbox(c *gin.Context) error {
 		return err
 	}
 	if h.Placement == domain.PlacementShared {
-		return &Error{Status: http.StatusConflict, Code: CodeConflict,
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict,
 			Message: "the session runs on a Shared host whose sandbox serves other rooms too; reset it with POST /v1/hosts/" + h.ID.String() + "/control"}
 	}
 	return s.runHostControl(c, h, HostControlRequest{Action: domain.HostResetSandbox, DiscardChanges: req.DiscardChanges})
@@ -282,7 +283,7 @@ func (s *Server) createCheckpoint(c *gin.Context) error {
 		return err
 	}
 	if s.cfg.Hosts == nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "host control is not available in this process"}
+		return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "host control is not available in this process"}
 	}
 	if !h.Sandboxed || h.State == domain.HostArchived || h.State == domain.HostRemoved {
 		return domain.Refuse("runtime host %s has no live managed provider state", h.ID)
@@ -292,9 +293,9 @@ func (s *Server) createCheckpoint(c *gin.Context) error {
 	res, err := s.cfg.Hosts.Checkpoint(ctx, h.ID)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the checkpoint did not finish in time; it goes on in the background", Cause: err}
+		return &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout, Message: "the checkpoint did not finish in time; it goes on in the background", Cause: err}
 	case err != nil:
-		return &Error{Status: http.StatusBadGateway, Code: CodeUpstream, Message: "the checkpoint failed (see the host's workflow)", Cause: err}
+		return &Error{Status: http.StatusBadGateway, Code: domain.CodeUpstream, Message: "the checkpoint failed (see the host's workflow)", Cause: err}
 	case res.Skipped:
 		return domain.Refuse("runtime host %s has no provider state to capture yet", h.ID)
 	}
@@ -402,14 +403,14 @@ func (s *Server) startFresh(c *gin.Context) error {
 	switch {
 	case errors.As(err, &unavailable):
 		return err
-	case workflows.HasAppErrType(err, workflows.ErrTypeEvidenceChanged):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the continuity evidence changed; inspect again and confirm what you see", Cause: err}
-	case workflows.HasAppErrType(err, workflows.ErrTypeNotResettable):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "start-fresh is not offered: " + workflows.RejectionText(err), Cause: err}
+	case contract.Is(err, domain.ErrTypeEvidenceChanged):
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the continuity evidence changed; inspect again and confirm what you see", Cause: err}
+	case contract.Is(err, domain.ErrTypeNotResettable):
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "start-fresh is not offered: " + contract.RejectionText(err), Cause: err}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the reset did not finish in time; it goes on in the background", Cause: err}
+		return &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout, Message: "the reset did not finish in time; it goes on in the background", Cause: err}
 	case err != nil:
-		return &Error{Status: http.StatusBadGateway, Code: CodeUpstream, Message: "the reset failed; it resumes from its persisted record when asked again", Cause: err}
+		return &Error{Status: http.StatusBadGateway, Code: domain.CodeUpstream, Message: "the reset failed; it resumes from its persisted record when asked again", Cause: err}
 	}
 	c.JSON(http.StatusOK, out)
 	return nil
@@ -425,7 +426,7 @@ func (s *Server) runOperation(ctx context.Context, id string, wf, in, out any) e
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}, wf, in)
 	if err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
+		return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
 	}
 	return run.Get(ctx, out)
 }
@@ -470,12 +471,12 @@ func (s *Server) deleteCheckpointPayload(c *gin.Context) error {
 	switch {
 	case errors.As(err, &unavailable):
 		return err
-	case workflows.HasAppErrType(err, activities.ErrTypeRetained):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: workflows.RejectionText(err), Cause: err}
+	case contract.Is(err, domain.ErrTypeRetained):
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: contract.RejectionText(err), Cause: err}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the deletion did not finish in time; it goes on in the background", Cause: err}
+		return &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout, Message: "the deletion did not finish in time; it goes on in the background", Cause: err}
 	case err != nil:
-		return &Error{Status: http.StatusBadGateway, Code: CodeUpstream, Message: "the deletion failed; asked again it resumes from its recorded stage", Cause: err}
+		return &Error{Status: http.StatusBadGateway, Code: domain.CodeUpstream, Message: "the deletion failed; asked again it resumes from its recorded stage", Cause: err}
 	}
 	c.JSON(http.StatusOK, out)
 	return nil

@@ -98,7 +98,7 @@ func (s *Server) authenticate(c *gin.Context) (principal, bool) {
 
 func (s *Server) unauthorized(c *gin.Context) {
 	c.Header("WWW-Authenticate", `Bearer realm="jam"`)
-	s.writeError(c, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "a valid bearer token is required"})
+	s.writeError(c, &Error{Status: http.StatusUnauthorized, Code: domain.CodeUnauthorized, Message: "a valid bearer token is required"})
 }
 
 // requireOperator admits requests that carry the operator token.
@@ -108,7 +108,7 @@ func (s *Server) requireOperator(c *gin.Context) {
 	case !ok:
 		s.unauthorized(c)
 	case !p.operator:
-		s.writeError(c, &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: "this route needs the operator token"})
+		s.writeError(c, &Error{Status: http.StatusForbidden, Code: domain.CodeForbidden, Message: "this route needs the operator token"})
 	default:
 		c.Set(principalKey, p)
 		c.Next()
@@ -141,7 +141,7 @@ func principalOf(c *gin.Context) principal {
 func agentPrincipal(c *gin.Context) (domain.Agent, error) {
 	p := principalOf(c)
 	if p.agent == nil {
-		return domain.Agent{}, &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: "this route needs the agent's own API key"}
+		return domain.Agent{}, &Error{Status: http.StatusForbidden, Code: domain.CodeForbidden, Message: "this route needs the agent's own API key"}
 	}
 	return *p.agent, nil
 }

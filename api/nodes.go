@@ -132,7 +132,7 @@ func (s *Server) askNodeWith(c *gin.Context, node, id string, bound time.Duratio
 		WorkflowExecutionTimeout: 2 * bound,
 	}, wf, in)
 	if err != nil {
-		return nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
+		return nil, &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
 	}
 	if err := run.Get(ctx, out); err != nil {
 		// A node whose worker is gone times the activity out; with no worker on the shared
@@ -145,10 +145,10 @@ func (s *Server) askNodeWith(c *gin.Context, node, id string, bound time.Duratio
 		switch {
 		// The long poll for the result may end on the RPC deadline a moment before ctx's.
 		case errors.As(err, &timeout), errors.As(err, &deadline), ctx.Err() != nil:
-			return nil, &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout,
+			return nil, &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout,
 				Message: fmt.Sprintf("node %s did not answer within %s", node, bound), Cause: err}
 		case errors.As(err, &failed):
-			return nil, &Error{Status: http.StatusBadGateway, Code: CodeUpstream,
+			return nil, &Error{Status: http.StatusBadGateway, Code: domain.CodeUpstream,
 				Message: fmt.Sprintf("node %s answered with a failure; see its worker's log", node), Cause: err}
 		}
 		return nil, err

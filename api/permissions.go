@@ -146,7 +146,7 @@ func (s *Server) decidePermission(c *gin.Context) error {
 	}
 	p, err = s.cfg.Store.DecidePermission(c.Request.Context(), p.ID, req.Decision, OperatorDecider, "", time.Now())
 	if errors.Is(err, store.ErrPermissionSettled) {
-		return &Error{Status: http.StatusConflict, Code: CodeConflict,
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict,
 			Message: "the permission request is no longer pending and was settled differently", Cause: err}
 	}
 	if err != nil {

@@ -76,7 +76,7 @@ func TestOperatorsListAndDecidePermissionRequests(t *testing.T) {
 		// The same decision again is idempotent; another one conflicts.
 		h.mustCall(http.MethodPost, path+"/decision", testToken, DecidePermissionRequest{Decision: domain.PermissionAllowAlways}, &got, 200)
 		r = h.call(http.MethodPost, path+"/decision", testToken, DecidePermissionRequest{Decision: domain.PermissionDeny}, nil)
-		if r.status != http.StatusConflict || r.errorBody(t).Code != CodeConflict {
+		if r.status != http.StatusConflict || r.errorBody(t).Code != domain.CodeConflict {
 			t.Fatalf("second decision: %d %s", r.status, r.body)
 		}
 

@@ -74,7 +74,7 @@ func (s *Server) receive(c *gin.Context) error {
 		return err
 	}
 	if id != me.ID {
-		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: "an agent receives only its own messages"}
+		return &Error{Status: http.StatusForbidden, Code: domain.CodeForbidden, Message: "an agent receives only its own messages"}
 	}
 	var req ReceiveRequest
 	if c.Request.ContentLength != 0 {
@@ -93,7 +93,7 @@ func (s *Server) receive(c *gin.Context) error {
 	claim, err := s.cfg.Band.Receive(c.Request.Context(), me.ID, lease, time.Duration(wait)*time.Second)
 	switch {
 	case errors.Is(err, store.ErrLeaseBusy):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "another receive is already waiting on this lease", Cause: err}
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "another receive is already waiting on this lease", Cause: err}
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("lease", err)
 	case err != nil:
@@ -138,10 +138,10 @@ func (s *Server) settle(c *gin.Context, how domain.Settlement, text string) erro
 	_, reply, err := s.cfg.Band.Settle(c.Request.Context(), me.ID, msg, how, text)
 	switch {
 	case errors.Is(err, store.ErrSettledOtherwise):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the message is already settled differently", Cause: err}
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the message is already settled differently", Cause: err}
 	case errors.Is(err, store.ErrNotFound):
 		if _, getErr := s.cfg.Store.GetMessage(c.Request.Context(), msg); getErr == nil {
-			return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: "the message is not in this agent's queue", Cause: err}
+			return &Error{Status: http.StatusForbidden, Code: domain.CodeForbidden, Message: "the message is not in this agent's queue", Cause: err}
 		}
 		return notFound("message", err)
 	case err != nil:

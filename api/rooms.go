@@ -231,7 +231,7 @@ func (s *Server) addParticipant(c *gin.Context) error {
 	if req.Human != nil {
 		p, err := s.cfg.Band.AddHuman(c.Request.Context(), r.ID, *req.Human)
 		if errors.Is(err, store.ErrConflict) {
-			return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "this human is already in the room", Cause: err}
+			return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "this human is already in the room", Cause: err}
 		}
 		if err != nil {
 			return err
@@ -247,7 +247,7 @@ func (s *Server) addParticipant(c *gin.Context) error {
 	}
 	m, err := s.cfg.Band.AddAgent(c.Request.Context(), r.ID, agentID)
 	if errors.Is(err, store.ErrConflict) {
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "this agent is already in the room", Cause: err}
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "this agent is already in the room", Cause: err}
 	}
 	if err != nil {
 		return err

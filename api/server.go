@@ -63,10 +63,10 @@ func New(cfg Config) (*Server, error) {
 	e.ContextWithFallback = true
 	e.Use(withRequestID, s.accessLog, s.recovery)
 	e.NoRoute(s.handler(func(*gin.Context) error {
-		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no such route"}
+		return &Error{Status: http.StatusNotFound, Code: domain.CodeNotFound, Message: "no such route"}
 	}))
 	e.NoMethod(s.handler(func(*gin.Context) error {
-		return &Error{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Message: "method not allowed on this route"}
+		return &Error{Status: http.StatusMethodNotAllowed, Code: domain.CodeMethodNotAllowed, Message: "method not allowed on this route"}
 	}))
 
 	e.GET("/healthz", s.handler(s.healthz))

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/workflows"
@@ -125,7 +126,7 @@ func (s *Server) withState(ctx context.Context, b *SessionBody) {
 	defer cancel()
 	st, err := s.cfg.Sessions.State(ctx, b.RuntimeSessionID)
 	if err != nil {
-		if !workflows.IsNoSession(err) && ctx.Err() == nil {
+		if !contract.IsNotFound(err) && ctx.Err() == nil {
 			s.log.Debug("session state query", "runtime_session", b.RuntimeSessionID, "error", err)
 		}
 		return
@@ -221,10 +222,10 @@ func (s *Server) controlSession(c *gin.Context, name string, arg any) error {
 		return err
 	}
 	if s.cfg.Sessions == nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "session control is not available in this process"}
+		return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "session control is not available in this process"}
 	}
 	if h.Removed {
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the session's room binding was removed; re-add the agent to the room first"}
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the session's room binding was removed; re-add the agent to the room first"}
 	}
 	if name == workflows.UpdateRestart {
 		a, err := s.cfg.Store.GetAgent(c.Request.Context(), h.AgentID)
@@ -238,7 +239,7 @@ func (s *Server) controlSession(c *gin.Context, name string, arg any) error {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), updateTimeout)
 	defer cancel()
 	st, err := s.cfg.Sessions.Update(ctx, h.RuntimeSessionID, name, arg)
-	if workflows.IsNoSession(err) {
+	if contract.IsNotFound(err) {
 		// A bound session whose workflow is not running (never started, or its start was
 		// lost): start it, then ask again.
 		if err = s.cfg.Sessions.Poke(ctx, domain.Binding{RuntimeSessionID: h.RuntimeSessionID, AgentID: h.AgentID, RoomID: h.RoomID}); err == nil {
@@ -246,14 +247,14 @@ func (s *Server) controlSession(c *gin.Context, name string, arg any) error {
 		}
 	}
 	switch {
-	case workflows.IsValidation(err):
-		return &Error{Status: http.StatusBadRequest, Code: CodeValidation, Message: "the request was rejected: " + workflows.RejectionText(err), Cause: err}
-	case workflows.IsRetired(err):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the session's room binding was removed", Cause: err}
+	case contract.Is(err, domain.ErrTypeValidation):
+		return &Error{Status: http.StatusBadRequest, Code: domain.CodeValidation, Message: "the request was rejected: " + contract.RejectionText(err), Cause: err}
+	case contract.Is(err, domain.ErrTypeRetired):
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the session's room binding was removed", Cause: err}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the session did not finish in time; it goes on in the background", Cause: err}
+		return &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout, Message: "the session did not finish in time; it goes on in the background", Cause: err}
 	case err != nil:
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the session's workflow could not be reached", Cause: err}
+		return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "the session's workflow could not be reached", Cause: err}
 	}
 	b := s.sessionBody(h)
 	s.applyState(&b, st)

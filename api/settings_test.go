@@ -32,7 +32,7 @@ func TestProviderExecutablePinsAreValidatedLikeTemplateCommands(t *testing.T) {
 			continue
 		}
 		e := pin.errorBody(t)
-		if pin.status != 400 || e.Code != CodeValidation || len(e.Validations) != 1 ||
+		if pin.status != 400 || e.Code != domain.CodeValidation || len(e.Validations) != 1 ||
 			e.Validations[0].Field != "value.opencode" || !strings.Contains(e.Validations[0].Detail, "clean absolute path") {
 			t.Fatalf("%s: pin refused as %d %+v", path, pin.status, e)
 		}

@@ -67,7 +67,7 @@ func (s *Server) createTemplate(c *gin.Context) error {
 	t, err := s.cfg.Store.CreateTemplate(c.Request.Context(), domain.Template{ID: uuid.New(), AgentID: a.ID,
 		Config: req.Normalized(), CreatedAt: time.Now()})
 	if errors.Is(err, store.ErrConflict) {
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the agent already has a template with this alias", Cause: err}
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the agent already has a template with this alias", Cause: err}
 	}
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ func (s *Server) saveTemplate(c *gin.Context) error {
 		saved, err = s.cfg.Store.SaveTemplate(ctx, t.ID, req.Normalized(), time.Now())
 	}
 	if errors.Is(err, store.ErrConflict) {
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "the agent already has a template with this alias", Cause: err}
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the agent already has a template with this alias", Cause: err}
 	}
 	if err != nil {
 		return err
@@ -171,7 +171,7 @@ func (s *Server) saveTemplate(c *gin.Context) error {
 	}, workflows.TemplateApply, activities.TemplateApplyInput{Template: saved.ID, Generation: saved.DesiredGeneration}); err != nil {
 		// The save and its requested changes are durable; saving again (a newer generation,
 		// which supersedes this one) applies it.
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+		return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable,
 			Message: "the template was saved but its apply could not be started (the workflow service is unavailable); save it again to apply", Cause: err}
 	}
 	body.Operation = &TemplateApplyOperation{WorkflowID: id, WorkflowURL: s.workflowURL(id), Generation: saved.DesiredGeneration}
@@ -208,7 +208,7 @@ func (s *Server) requireAdapter(ctx context.Context, cfg domain.TemplateConfig) 
 	if !live {
 		return nil
 	}
-	return &Error{Status: http.StatusUnprocessableEntity, Code: CodePrecondition,
+	return &Error{Status: http.StatusUnprocessableEntity, Code: domain.CodePrecondition,
 		Message: fmt.Sprintf("no live node has a runtime adapter for %s (transport %s); its rooms could never start", row.Label, cfg.Transport)}
 }
 

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/workflows"
@@ -245,10 +246,10 @@ func (s *Server) startWorkspaceOp(c *gin.Context, in workflows.WorkspaceOpInput)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &started):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict,
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict,
 			Message: "another operation is running on this workspace; wait for it (GET the workspace) and ask again", Cause: err}
 	case err != nil:
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
+		return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), workspaceOpWait)
 	defer cancel()
@@ -273,18 +274,18 @@ func (s *Server) startWorkspaceOp(c *gin.Context, in workflows.WorkspaceOpInput)
 }
 
 func workspaceOpError(err error) error {
-	msg := workflows.RejectionText(err)
+	msg := contract.RejectionText(err)
 	switch {
-	case workflows.HasAppErrType(err, activities.ErrTypeOperationRunning):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: msg, Cause: err}
-	case workflows.HasAppErrType(err, activities.ErrTypeRemovalBlocked):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: msg + " (force_discard archives anyway; the export keeps the bytes)", Cause: err}
-	case workflows.HasAppErrType(err, activities.ErrTypeWorkspaceRefused):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: msg, Cause: err}
-	case workflows.HasAppErrType(err, activities.ErrTypeValidation):
-		return &Error{Status: http.StatusBadRequest, Code: CodeValidation, Message: msg, Cause: err}
+	case contract.Is(err, domain.ErrTypeOperationRunning):
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: msg, Cause: err}
+	case contract.Is(err, domain.ErrTypeRemovalBlocked):
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: msg + " (force_discard archives anyway; the export keeps the bytes)", Cause: err}
+	case contract.Is(err, domain.ErrTypeWorkspaceRefused):
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: msg, Cause: err}
+	case contract.Is(err, domain.ErrTypeValidation):
+		return &Error{Status: http.StatusBadRequest, Code: domain.CodeValidation, Message: msg, Cause: err}
 	}
-	return &Error{Status: http.StatusBadGateway, Code: CodeUpstream,
+	return &Error{Status: http.StatusBadGateway, Code: domain.CodeUpstream,
 		Message: "the operation failed and stays running; POST .../reconcile finishes it from its recorded intent", Cause: err}
 }
 
@@ -356,7 +357,7 @@ func (s *Server) cleanupHost(c *gin.Context) error {
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}, workflows.HostCleanup, workflows.HostCleanupInput{Host: h.ID, Node: h.Node, ConfirmPermanent: true})
 	if err != nil {
-		err = &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
+		err = &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
 	} else {
 		err = run.Get(ctx, &out)
 	}
@@ -364,15 +365,15 @@ func (s *Server) cleanupHost(c *gin.Context) error {
 	switch {
 	case errors.As(err, &unavailable):
 		return err
-	case workflows.HasAppErrType(err, activities.ErrTypeCleanupBlocked), workflows.HasAppErrType(err, activities.ErrTypeValidation):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: workflows.RejectionText(err), Cause: err}
-	case workflows.HasAppErrType(err, activities.ErrTypeOperationRunning), workflows.HasAppErrType(err, activities.ErrTypeWorkspaceRefused),
-		workflows.HasAppErrType(err, activities.ErrTypeOwnershipMismatch):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: workflows.RejectionText(err), Cause: err}
+	case contract.Is(err, domain.ErrTypeCleanupBlocked), contract.Is(err, domain.ErrTypeValidation):
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: contract.RejectionText(err), Cause: err}
+	case contract.Is(err, domain.ErrTypeOperationRunning), contract.Is(err, domain.ErrTypeWorkspaceRefused),
+		contract.Is(err, domain.ErrTypeOwnershipMismatch):
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: contract.RejectionText(err), Cause: err}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: "the cleanup did not finish in time; it goes on in the background", Cause: err}
+		return &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout, Message: "the cleanup did not finish in time; it goes on in the background", Cause: err}
 	case err != nil:
-		return &Error{Status: http.StatusBadGateway, Code: CodeUpstream, Message: "the cleanup failed; asked again it resumes from its recorded stage", Cause: err}
+		return &Error{Status: http.StatusBadGateway, Code: domain.CodeUpstream, Message: "the cleanup failed; asked again it resumes from its recorded stage", Cause: err}
 	}
 	c.JSON(http.StatusOK, out)
 	return nil

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/faults"
 	"github.com/jam-dev/jam/internal/permission"
@@ -127,7 +128,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		}
 		err := cfg.Client.SignalWorkflow(ctx, workflows.RoomSessionID(exit.RuntimeSession), "", workflows.SignalRuntimeExited,
 			workflows.RuntimeExitedSignal{Generation: exit.Generation, Reason: exit.Reason})
-		if err != nil && !workflows.IsNoSession(err) {
+		if err != nil && !contract.IsNotFound(err) {
 			cfg.Logger.Warn("signal runtime exit", "runtime_session", exit.RuntimeSession, "error", err)
 		}
 	}, WithGroupRecords(records))

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -28,13 +29,11 @@ func CheckpointDeletion(ctx workflow.Context, in CheckpointDeletionInput) (domai
 	ref := activities.CheckpointRef{Checkpoint: in.Checkpoint, Host: in.Host}
 	jam := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeValidation}},
+		RetryPolicy:         contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second}),
 	})
 	node := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue: NodeTaskQueue(in.Node), ScheduleToStartTimeout: nodeScheduleToStart, StartToCloseTimeout: 10 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
-			NonRetryableErrorTypes: []string{activities.ErrTypeRetained, activities.ErrTypeValidation}},
+		RetryPolicy: contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 5}),
 	})
 	var rec *domain.CheckpointDeletion
 	if err := workflow.ExecuteActivity(jam, h.FindDeletion, ref).Get(ctx, &rec); err != nil {

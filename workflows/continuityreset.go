@@ -9,15 +9,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
-)
-
-// Error types of the ContinuityReset workflow.
-const (
-	// ErrTypeEvidenceChanged: the continuity evidence is not what the operator confirmed.
-	ErrTypeEvidenceChanged = "evidence_changed"
-	// ErrTypeNotResettable: continuity is healthy, or a runtime of the host runs.
-	ErrTypeNotResettable = "not_resettable"
 )
 
 // ContinuityResetInput is an operator's confirmed start-fresh of one runtime host.
@@ -53,13 +46,13 @@ func ContinuityReset(ctx workflow.Context, in ContinuityResetInput) (domain.Cont
 			return domain.ContinuityReset{}, err
 		}
 		if rep.EvidenceChecksum != in.EvidenceChecksum {
-			return domain.ContinuityReset{}, temporal.NewNonRetryableApplicationError(
-				"the continuity evidence changed since it was inspected; inspect again", ErrTypeEvidenceChanged, nil)
+			return domain.ContinuityReset{}, contract.Fail(
+				"the continuity evidence changed since it was inspected; inspect again", domain.ErrTypeEvidenceChanged, nil)
 		}
 		if !rep.CanStartFresh {
-			return domain.ContinuityReset{}, temporal.NewNonRetryableApplicationError(
+			return domain.ContinuityReset{}, contract.Fail(
 				fmt.Sprintf("continuity is %s and runtime running is %v: start-fresh is not offered", rep.Status, rep.RuntimeRunning),
-				ErrTypeNotResettable, nil)
+				domain.ErrTypeNotResettable, nil)
 		}
 		var id uuid.UUID
 		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.New() }).Get(&id); err != nil {

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -91,7 +92,7 @@ func TestAResetOnChangedEvidenceOrALiveRuntimeChangesNothing(t *testing.T) {
 			mutate(e)
 			e.env.ExecuteWorkflow(ContinuityReset, ContinuityResetInput{Host: uuid.New(), Node: "n1", EvidenceChecksum: "ev"})
 			err := e.env.GetWorkflowError()
-			if !HasAppErrType(err, ErrTypeEvidenceChanged) && !HasAppErrType(err, ErrTypeNotResettable) {
+			if !contract.Is(err, domain.ErrTypeEvidenceChanged) && !contract.Is(err, domain.ErrTypeNotResettable) {
 				t.Fatalf("error %v", err)
 			}
 			if !equalOps(e.ops, []string{"inspect"}) {

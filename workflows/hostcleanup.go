@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -37,22 +38,19 @@ const CleanupInspectionTimeout = 10 * time.Minute
 // replay resumes from the recorded stage.
 func HostCleanup(ctx workflow.Context, in HostCleanupInput) (HostCleanupResult, error) {
 	if !in.ConfirmPermanent {
-		return HostCleanupResult{}, temporal.NewNonRetryableApplicationError(
-			"confirm_permanent must be true: the host's sandbox and files are removed for good", activities.ErrTypeValidation, nil)
+		return HostCleanupResult{}, contract.Fail(
+			"confirm_permanent must be true: the host's sandbox and files are removed for good", domain.ErrTypeValidation, nil)
 	}
 	var rec *activities.WorkspaceRecords
 	var w *activities.Workspaces
 	var sb *activities.Sandbox
 	jam := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeValidation, activities.ErrTypeOperationRunning, activities.ErrTypeCleanupBlocked}},
+		RetryPolicy:         contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second}),
 	})
 	node := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue: NodeTaskQueue(in.Node), StartToCloseTimeout: workspaceByteTimeout, HeartbeatTimeout: runtimeHeartbeat,
-		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeValidation, activities.ErrTypeWorkspaceRefused,
-				activities.ErrTypeOwnershipMismatch, activities.ErrTypeCleanupBlocked}},
+		RetryPolicy: contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second}),
 	})
 	var cur *domain.HostCleanupOperation
 	if err := workflow.ExecuteActivity(jam, rec.FindCleanup, activities.HostRef{Host: in.Host}).Get(ctx, &cur); err != nil {
@@ -72,8 +70,8 @@ func HostCleanup(ctx workflow.Context, in HostCleanupInput) (HostCleanupResult, 
 			return HostCleanupResult{}, err
 		}
 		if len(rep.Blockers) > 0 {
-			return HostCleanupResult{Report: &rep}, temporal.NewNonRetryableApplicationError(
-				"host cleanup is blocked: "+strings.Join(rep.Blockers, "; "), activities.ErrTypeCleanupBlocked, nil, rep)
+			return HostCleanupResult{Report: &rep}, contract.Fail(
+				"host cleanup is blocked: "+strings.Join(rep.Blockers, "; "), domain.ErrTypeCleanupBlocked, nil, rep)
 		}
 		var id uuid.UUID
 		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.New() }).Get(&id); err != nil {
@@ -92,7 +90,7 @@ func HostCleanup(ctx workflow.Context, in HostCleanupInput) (HostCleanupResult, 
 			return HostCleanupResult{Cleanup: *cur}, err
 		}
 		if err := workflow.ExecuteActivity(node, sb.RemoveSandbox, activities.HostSandboxInput{Host: in.Host}).Get(ctx, nil); err != nil &&
-			!HasAppErrType(err, activities.ErrTypeNoSandbox) {
+			!contract.Is(err, domain.ErrTypeNoSandbox) {
 			return HostCleanupResult{Cleanup: *cur}, err
 		}
 		if err := stage(activities.CleanupStageInput{ID: cur.ID, Host: in.Host, Stage: domain.CleanupSandboxRemoved}); err != nil {

@@ -10,10 +10,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/mock"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/workspace"
@@ -85,7 +85,7 @@ func (f *cleanupFixture) cleanup(killAfter string) (HostCleanupResult, error) {
 	env.RegisterActivity(rec)
 	env.RegisterActivity(w)
 	env.RegisterActivity(f.sb)
-	killed := temporal.NewNonRetryableApplicationError("worker killed", "killed", nil)
+	killed := contract.Fail("worker killed", "killed", nil)
 	switch {
 	case killAfter == "RemoveSandbox":
 		env.OnActivity(f.sb.RemoveSandbox, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.HostSandboxInput) (activities.RemoveSandboxResult, error) {
@@ -156,7 +156,7 @@ func TestHostCleanupPreflightRequiresEveryMemberPreservedAndBlocksLiveMembers(t 
 	if rep = f.inspect(); rep.Sandbox.Unavailable == "" || rep.Sandbox.Absent || len(rep.Blockers) != 1 {
 		t.Fatalf("unavailable inventory: %+v", rep)
 	}
-	if _, err := f.cleanup(""); !HasAppErrType(err, activities.ErrTypeCleanupBlocked) {
+	if _, err := f.cleanup(""); !contract.Is(err, domain.ErrTypeCleanupBlocked) {
 		t.Fatalf("cleanup over an unavailable inventory: %v", err)
 	}
 	if _, err := os.Stat(f.paths.Root); err != nil {
@@ -247,7 +247,7 @@ func TestHostCleanupWithoutConfirmationIsRefused(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.ExecuteWorkflow(HostCleanup, HostCleanupInput{Host: uuid.New(), Node: "n1"})
-	if err := env.GetWorkflowError(); !HasAppErrType(err, activities.ErrTypeValidation) {
+	if err := env.GetWorkflowError(); !contract.Is(err, domain.ErrTypeValidation) {
 		t.Fatalf("%v", err)
 	}
 }
@@ -265,7 +265,7 @@ func TestAHostUnderCleanupStartsNothingAndARevivedHostIsCleanedAgain(t *testing.
 	if h, _ := f.st.GetRuntimeHost(ctx, f.host.ID); h.State != domain.HostArchived {
 		t.Fatalf("host %s under cleanup", h.State)
 	}
-	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionRestore}, ""); !HasAppErrType(err, activities.ErrTypeWorkspaceRefused) {
+	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionRestore}, ""); !contract.Is(err, domain.ErrTypeWorkspaceRefused) {
 		t.Fatalf("restore during the cleanup: %v", err)
 	}
 	if _, err := f.sb.EnsureSandbox(ctx, activities.EnsureSandboxInput{Host: f.host.ID, Session: f.sessions[1]}); err == nil {

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -25,12 +26,6 @@ const (
 	UpdateApplyConfig   = "applyConfig"
 	// QueryState answers the session's RoomSessionStatus.
 	QueryState = "state"
-)
-
-// Error types of RoomSession update validators.
-const (
-	ErrTypeValidation = activities.ErrTypeValidation
-	ErrTypeRetired    = "retired"
 )
 
 // Activity bounds of a room session (ARCHITECTURE.md §5).
@@ -281,7 +276,7 @@ func (r *roomSession) register(ctx workflow.Context) error {
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req StopRequest) error {
 			if _, err := domain.SessionStopReasons.Parse(req.Reason); err != nil {
-				return temporal.NewApplicationError(fmt.Sprintf("reason %q: want one of %v", req.Reason, domain.SessionStopReasons.Strings()), ErrTypeValidation)
+				return contract.Fail(fmt.Sprintf("reason %q: want one of %v", req.Reason, domain.SessionStopReasons.Strings()), domain.ErrTypeValidation, nil)
 			}
 			return r.notRetired(UpdateStop)
 		}}); err != nil {
@@ -305,7 +300,7 @@ func (r *roomSession) register(ctx workflow.Context) error {
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req RemoveRequest) error {
 			if r.s.Phase == domain.PhaseRetired && !req.Final {
-				return temporal.NewApplicationError("the session is already removed", ErrTypeRetired)
+				return contract.Fail("the session is already removed", domain.ErrTypeRetired, nil)
 			}
 			return nil
 		}})
@@ -313,7 +308,7 @@ func (r *roomSession) register(ctx workflow.Context) error {
 
 func (r *roomSession) notRetired(what string) error {
 	if r.s.Phase == domain.PhaseRetired {
-		return temporal.NewApplicationError(fmt.Sprintf("cannot %s: the session's room binding was removed", what), ErrTypeRetired)
+		return contract.Fail(fmt.Sprintf("cannot %s: the session's room binding was removed", what), domain.ErrTypeRetired, nil)
 	}
 	return nil
 }
@@ -445,12 +440,6 @@ func (r *roomSession) nodeCtx(ctx workflow.Context, opts workflow.ActivityOption
 	return workflow.WithActivityOptions(ctx, opts)
 }
 
-// hostErrors are acquire failures retrying cannot fix.
-var hostErrors = []string{activities.ErrTypeIncompatibleHost, activities.ErrTypeHostBusy, activities.ErrTypeHostScope,
-	activities.ErrTypeOwnershipMismatch,
-	activities.ErrTypeSandboxUnavailable, activities.ErrTypeValidation, activities.ErrTypeWorkspaceCorrupt,
-	activities.ErrTypeCredentialMissing, activities.ErrTypeNoSession}
-
 // acquire takes this session's lease on its runtime host (allocating the host on first use);
 // the host's sandbox is created or verified before it returns. The runtime then runs on the
 // host's node.
@@ -458,7 +447,7 @@ func (r *roomSession) acquire(ctx workflow.Context, node string) bool {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: activities.SandboxPrepareTimeout + time.Minute,
 		HeartbeatTimeout:    runtimeHeartbeat,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: hostErrors},
+		RetryPolicy:         contract.Retry(temporal.RetryPolicy{MaximumAttempts: 3}),
 	})
 	var lease activities.HostLease
 	err := workflow.ExecuteActivity(actx, r.hosts.AcquireHost, activities.AcquireHostInput{
@@ -497,12 +486,11 @@ func (r *roomSession) permitErr(ctx workflow.Context, done bool) error {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Minute, // a checkpoint in progress holds the permit back
 		HeartbeatTimeout:    runtimeHeartbeat,
-		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
-			NonRetryableErrorTypes: []string{activities.ErrTypeHostReplacing}},
+		RetryPolicy:         contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 5}),
 	})
 	err := workflow.ExecuteActivity(actx, r.hosts.TurnPermit, activities.TurnPermitInput{
 		Host: r.s.Host, RuntimeSession: r.in.RuntimeSession, Done: done}).Get(ctx, nil)
-	if err != nil && !HasAppErrType(err, activities.ErrTypeHostReplacing) {
+	if err != nil && !contract.Is(err, domain.ErrTypeHostReplacing) {
 		r.s.LastError = "turn permit: " + errorText(err)
 		workflow.GetLogger(ctx).Warn("turn permit", "runtime_session", r.in.RuntimeSession, "done", done, "error", err)
 	}
@@ -542,8 +530,7 @@ func (r *roomSession) prepare(ctx workflow.Context, node string, sandboxed bool)
 	actx := r.nodeCtx(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
 		HeartbeatTimeout:    runtimeHeartbeat,
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3,
-			NonRetryableErrorTypes: []string{activities.ErrTypeExactResume, activities.ErrTypeNoSession}},
+		RetryPolicy:         contract.Retry(temporal.RetryPolicy{MaximumAttempts: 3}),
 	})
 	var out activities.PrepareRuntimeResult
 	in := activities.PrepareRuntimeInput{RuntimeSession: r.in.RuntimeSession, ConfigGeneration: r.candidate}
@@ -589,7 +576,7 @@ func (r *roomSession) turn(ctx workflow.Context) {
 	}
 	if r.s.Leased {
 		if err := r.permitErr(ctx, false); err != nil {
-			if HasAppErrType(err, activities.ErrTypeHostReplacing) {
+			if contract.Is(err, domain.ErrTypeHostReplacing) {
 				// The host is being recreated for a template edit: this room's stop comes
 				// next; the messages wait for the runtime that follows.
 				_ = workflow.Sleep(ctx, replacingBackoff)
@@ -635,7 +622,7 @@ func (r *roomSession) turn(ctx workflow.Context) {
 	var app *temporal.ApplicationError
 	var timeout *temporal.TimeoutError
 	switch {
-	case errors.As(err, &app) && app.Type() == activities.ErrTypeRuntimeNotLive, errors.As(err, &timeout):
+	case errors.As(err, &app) && domain.ErrTypeRuntimeNotLive.Matches(app.Type()), errors.As(err, &timeout):
 		// The runtime or its worker is gone. Make sure nothing is left on the node (a
 		// restarted worker has nothing; a hung one is reaped), then wake again.
 		r.s.LastError = "runtime lost during a turn: " + errorText(err)
@@ -760,7 +747,7 @@ func (r *roomSession) drainFinal(ctx workflow.Context) {
 			a.done, a.result = true, r.status()
 			if a.name == UpdateApplyConfig {
 				// Never run: the caller must not count it as applied.
-				a.err = temporal.NewApplicationError("the session was removed before the apply ran", ErrTypeRetired)
+				a.err = contract.Fail("the session was removed before the apply ran", domain.ErrTypeRetired, nil)
 			}
 		}
 		r.actions = nil

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -24,7 +25,7 @@ func (r *roomSession) registerApply(ctx workflow.Context) error {
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ApplyConfigRequest) error {
 			if req.Generation < 1 {
-				return temporal.NewApplicationError("generation must be at least 1", ErrTypeValidation)
+				return contract.Fail("generation must be at least 1", domain.ErrTypeValidation, nil)
 			}
 			return r.notRetired(UpdateApplyConfig)
 		}})
@@ -40,8 +41,7 @@ func (r *roomSession) registerApply(ctx workflow.Context) error {
 func (r *roomSession) applyConfig(ctx workflow.Context, gen int64) {
 	jam := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSuperseded}},
+		RetryPolicy:         contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 10}),
 	})
 	ref := activities.ConfigRef{RuntimeSession: r.in.RuntimeSession, Generation: gen}
 	log := workflow.GetLogger(ctx)

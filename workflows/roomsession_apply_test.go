@@ -9,10 +9,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/mock"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -43,7 +43,7 @@ func newApplyEnv() *applyEnv {
 		func(_ context.Context, in activities.PrepareRuntimeInput) (activities.PrepareRuntimeResult, error) {
 			e.prepares = append(e.prepares, in.ConfigGeneration)
 			if in.ConfigGeneration != 0 && in.ConfigGeneration == e.failGen {
-				return activities.PrepareRuntimeResult{}, temporal.NewNonRetryableApplicationError("no such executable", "ExecutableRefused", nil)
+				return activities.PrepareRuntimeResult{}, contract.Fail("no such executable", "ExecutableRefused", nil)
 			}
 			return activities.PrepareRuntimeResult{Generation: int64(len(e.prepares)), IdlePolicy: domain.IdleAllow}, nil
 		})
@@ -164,7 +164,7 @@ func TestATurnRefusedDuringAHostRecreationWaitsWithoutTearingDown(t *testing.T) 
 			}
 			permits++
 			if permits == 2 { // the prepare's permit passed; the first turn's is refused
-				return temporal.NewNonRetryableApplicationError("recreating", activities.ErrTypeHostReplacing, nil)
+				return contract.Fail("recreating", domain.ErrTypeHostReplacing, nil)
 			}
 			return nil
 		})

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -25,28 +26,28 @@ type RetrySignal struct {
 const versionPermanentFailures = "permanent-start-failures"
 
 // permanentStartErrors are the start failures retrying cannot fix, by activity error type.
-var permanentStartErrors = map[string]domain.FailureClass{
-	activities.ErrTypeAdapterMissing:       domain.FailureAdapterMissing,
-	activities.ErrTypeExecutableRefused:    domain.FailureExecutableRefused,
-	activities.ErrTypeExactResume:          domain.FailureExactResumeUnavailable,
-	activities.ErrTypeNotReady:             domain.FailureNotReady,
-	activities.ErrTypeEnvRefused:           domain.FailureEnvRefused,
-	activities.ErrTypeValidation:           domain.FailureInvalidConfiguration,
-	activities.ErrTypeUnsupportedTransport: domain.FailureInvalidConfiguration,
-	activities.ErrTypeSandboxUnavailable:   domain.FailureSandbox,
-	activities.ErrTypeCredentialMissing:    domain.FailureSandbox,
-	activities.ErrTypeOwnershipMismatch:    domain.FailureSandbox,
-	activities.ErrTypeIncompatibleHost:     domain.FailureSandbox,
-	activities.ErrTypeWorkspaceCorrupt:     domain.FailureSandbox,
+var permanentStartErrors = map[domain.ErrorType]domain.FailureClass{
+	domain.ErrTypeAdapterMissing:       domain.FailureAdapterMissing,
+	domain.ErrTypeExecutableRefused:    domain.FailureExecutableRefused,
+	domain.ErrTypeExactResume:          domain.FailureExactResumeUnavailable,
+	domain.ErrTypeNotReady:             domain.FailureNotReady,
+	domain.ErrTypeEnvRefused:           domain.FailureEnvRefused,
+	domain.ErrTypeValidation:           domain.FailureInvalidConfiguration,
+	domain.ErrTypeUnsupportedTransport: domain.FailureInvalidConfiguration,
+	domain.ErrTypeSandboxUnavailable:   domain.FailureSandbox,
+	domain.ErrTypeCredentialMissing:    domain.FailureSandbox,
+	domain.ErrTypeOwnershipMismatch:    domain.FailureSandbox,
+	domain.ErrTypeIncompatibleHost:     domain.FailureSandbox,
+	domain.ErrTypeWorkspaceCorrupt:     domain.FailureSandbox,
 }
 
 // permanentClass is the failure class of a start error retrying cannot fix.
 func permanentClass(err error) (domain.FailureClass, bool) {
-	var app *temporal.ApplicationError
-	if !errors.As(err, &app) {
+	cls, _, ok := contract.Classify(err)
+	if !ok {
 		return "", false
 	}
-	c, ok := permanentStartErrors[app.Type()]
+	c, ok := permanentStartErrors[cls.Type]
 	return c, ok
 }
 

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -23,13 +23,13 @@ func TestAPermanentStartFailureHoldsTheSessionUntilSomethingChanges(t *testing.T
 		class domain.FailureClass
 		wake  func(e *sessionEnv) *updateResult
 	}{
-		{"no adapter, restarted", temporal.NewNonRetryableApplicationError("no adapter", activities.ErrTypeAdapterMissing, nil),
+		{"no adapter, restarted", contract.Fail("no adapter", domain.ErrTypeAdapterMissing, nil),
 			domain.FailureAdapterMissing, func(e *sessionEnv) *updateResult { return e.update(UpdateRestart, RestartRequest{}) }},
-		{"executable refused, template applied", temporal.NewNonRetryableApplicationError("not found", activities.ErrTypeExecutableRefused, nil),
+		{"executable refused, template applied", contract.Fail("not found", domain.ErrTypeExecutableRefused, nil),
 			domain.FailureExecutableRefused, func(e *sessionEnv) *updateResult {
 				return e.update(UpdateApplyConfig, ApplyConfigRequest{Generation: 2})
 			}},
-		{"not ready, a node gained the adapter", temporal.NewNonRetryableApplicationError("silent", activities.ErrTypeNotReady, nil),
+		{"not ready, a node gained the adapter", contract.Fail("silent", domain.ErrTypeNotReady, nil),
 			domain.FailureNotReady, func(e *sessionEnv) *updateResult {
 				e.env.SignalWorkflow(SignalRetry, RetrySignal{Reason: "adapter"})
 				return nil
@@ -98,7 +98,7 @@ func TestAFailingCandidateDoesNotHoldTheSessionFailed(t *testing.T) {
 	var sess *activities.Sessions
 	e.prepareErr = func(in activities.PrepareRuntimeInput) error {
 		if in.ConfigGeneration > 0 {
-			return temporal.NewNonRetryableApplicationError("gone", activities.ErrTypeExecutableRefused, nil)
+			return contract.Fail("gone", domain.ErrTypeExecutableRefused, nil)
 		}
 		return nil
 	}

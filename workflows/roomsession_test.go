@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -299,7 +300,7 @@ func TestUpdateValidatorsRejectBadInputBeforeHistory(t *testing.T) {
 		remove = e.update(UpdateRemove, RemoveRequest{})
 	})
 	e.at(2*time.Second, func() {
-		if !bogus.done || !IsValidation(bogus.err) {
+		if !bogus.done || !contract.Is(bogus.err, domain.ErrTypeValidation) {
 			t.Errorf("bogus stop reason: %+v", bogus)
 		}
 		remove.completed(t, "remove")
@@ -309,7 +310,7 @@ func TestUpdateValidatorsRejectBadInputBeforeHistory(t *testing.T) {
 	})
 	e.at(3*time.Second, func() {
 		for what, r := range map[string]*updateResult{"restart": restart, "stop": stop, "second remove": again} {
-			if !r.done || !IsRetired(r.err) {
+			if !r.done || !contract.Is(r.err, domain.ErrTypeRetired) {
 				t.Errorf("%s of a retired session: %+v", what, r)
 			}
 		}
@@ -319,7 +320,7 @@ func TestUpdateValidatorsRejectBadInputBeforeHistory(t *testing.T) {
 
 func TestARuntimeLostMidTurnGoesDormantAndTheQueuedMessageWakesIt(t *testing.T) {
 	for name, lost := range map[string]error{
-		"worker restarted":  temporal.NewNonRetryableApplicationError("gone", activities.ErrTypeRuntimeNotLive, nil),
+		"worker restarted":  contract.Fail("gone", domain.ErrTypeRuntimeNotLive, nil),
 		"heartbeat timeout": temporal.NewTimeoutError(0, errors.New("heartbeat")),
 	} {
 		t.Run(name, func(t *testing.T) {

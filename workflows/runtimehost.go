@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -163,8 +164,7 @@ func RuntimeHost(ctx workflow.Context, in RuntimeHostInput) error {
 	} else {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: 30 * time.Second,
-			RetryPolicy: &temporal.RetryPolicy{MaximumInterval: time.Minute,
-				NonRetryableErrorTypes: []string{activities.ErrTypeHostScope}},
+			RetryPolicy:         contract.Retry(temporal.RetryPolicy{MaximumInterval: time.Minute}),
 		})
 		if err := workflow.ExecuteActivity(actx, r.hosts.LoadHost, activities.LoadHostInput{Host: in.Host}).Get(ctx, &r.host); err != nil {
 			return err
@@ -195,7 +195,7 @@ func RuntimeHost(ctx workflow.Context, in RuntimeHostInput) error {
 			if r.park(ctx); r.gone && len(r.s.Leases) == 0 {
 				// Nothing is left to serve: answer waiting checkpoint requests, then end.
 				for _, req := range r.ckpts {
-					req.done, req.err = true, temporal.NewApplicationError("the runtime host is gone", activities.ErrTypeHostScope)
+					req.done, req.err = true, contract.Fail("the runtime host is gone", domain.ErrTypeHostScope, nil)
 				}
 				r.ckpts = nil
 				_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
@@ -226,7 +226,7 @@ func (r *runtimeHost) register(ctx workflow.Context) error {
 	}
 	validSession := func(_ workflow.Context, req LeaseRequest) error {
 		if req.RuntimeSession == uuid.Nil {
-			return temporal.NewApplicationError("runtime_session is required", ErrTypeValidation)
+			return contract.Fail("runtime_session is required", domain.ErrTypeValidation, nil)
 		}
 		return nil
 	}
@@ -240,7 +240,7 @@ func (r *runtimeHost) register(ctx workflow.Context) error {
 				return err
 			}
 			if r.controlling && !slices.Contains(r.s.Leases, req.RuntimeSession) {
-				return temporal.NewApplicationError("a host control is running; the room wakes after it", activities.ErrTypeHostBusy)
+				return contract.Fail("a host control is running; the room wakes after it", domain.ErrTypeHostBusy, nil)
 			}
 			return nil
 		}},
@@ -249,10 +249,10 @@ func (r *runtimeHost) register(ctx workflow.Context) error {
 		{UpdateUnpermit, r.unpermit, validSession},
 		{UpdateControl, r.control, func(_ workflow.Context, req ControlRequest) error {
 			if _, err := domain.HostActions.Parse(req.Action); err != nil {
-				return temporal.NewApplicationError(fmt.Sprintf("action %q: want one of %v", req.Action, domain.HostActions.Strings()), ErrTypeValidation)
+				return contract.Fail(fmt.Sprintf("action %q: want one of %v", req.Action, domain.HostActions.Strings()), domain.ErrTypeValidation, nil)
 			}
 			if r.controlling {
-				return temporal.NewApplicationError("another host control is running", activities.ErrTypeHostBusy)
+				return contract.Fail("another host control is running", domain.ErrTypeHostBusy, nil)
 			}
 			return nil
 		}},
@@ -274,18 +274,14 @@ func (r *runtimeHost) nodeCtx(ctx workflow.Context, timeout time.Duration, attem
 		ScheduleToStartTimeout: nodeScheduleToStart,
 		StartToCloseTimeout:    timeout,
 		HeartbeatTimeout:       runtimeHeartbeat,
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: attempts, MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeOwnershipMismatch, activities.ErrTypeSandboxUnavailable,
-				activities.ErrTypeValidation, activities.ErrTypeWorkspaceCorrupt, activities.ErrTypeCredentialMissing,
-				activities.ErrTypeHostScope, activities.ErrTypeNoSession}},
+		RetryPolicy:            contract.Retry(temporal.RetryPolicy{MaximumAttempts: attempts, MaximumInterval: 30 * time.Second}),
 	})
 }
 
 func (r *runtimeHost) jamCtx(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
-			NonRetryableErrorTypes: []string{activities.ErrTypeHostScope}},
+		RetryPolicy:         contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 10}),
 	})
 }
 
@@ -315,11 +311,11 @@ func (r *runtimeHost) acquire(ctx workflow.Context, req LeaseRequest) (activitie
 	}
 	defer func() { r.busy = false }()
 	if r.releasedAt[req.RuntimeSession] > started {
-		return activities.HostLease{}, temporal.NewApplicationError("the session released the host while this acquire waited", activities.ErrTypeHostBusy)
+		return activities.HostLease{}, contract.Fail("the session released the host while this acquire waited", domain.ErrTypeHostBusy, nil)
 	}
 	lease := activities.HostLease{Host: r.in.Host, Node: r.host.Node, SandboxName: r.host.SandboxName}
 	if r.controlling && !slices.Contains(r.s.Leases, req.RuntimeSession) {
-		return lease, temporal.NewApplicationError("a host control is running; the room wakes after it", activities.ErrTypeHostBusy)
+		return lease, contract.Fail("a host control is running; the room wakes after it", domain.ErrTypeHostBusy, nil)
 	}
 	// A parked host, or one whose final park failed (the node may have crashed with
 	// providers still running in the guest), is verified — and fenced when nobody holds it —
@@ -339,7 +335,7 @@ func (r *runtimeHost) acquire(ctx workflow.Context, req LeaseRequest) (activitie
 		}
 	}
 	if r.releasedAt[req.RuntimeSession] > started {
-		return lease, temporal.NewApplicationError("the session released the host while this acquire waited", activities.ErrTypeHostBusy)
+		return lease, contract.Fail("the session released the host while this acquire waited", domain.ErrTypeHostBusy, nil)
 	}
 	// The lease counts only once it is durable: a failed acquire leaves no lease behind that
 	// would keep the sandbox from parking.
@@ -546,8 +542,7 @@ func (r *runtimeHost) capture(ctx workflow.Context, reason domain.CheckpointReas
 		ScheduleToStartTimeout: nodeScheduleToStart,
 		StartToCloseTimeout:    checkpointTimeout,
 		HeartbeatTimeout:       runtimeHeartbeat,
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3,
-			NonRetryableErrorTypes: []string{activities.ErrTypeCheckpointRefused}},
+		RetryPolicy:            contract.Retry(temporal.RetryPolicy{MaximumAttempts: 3}),
 	})
 	var out activities.CaptureCheckpointResult
 	err := workflow.ExecuteActivity(actx, r.ckpt.CaptureCheckpoint, activities.CaptureCheckpointInput{
@@ -613,7 +608,7 @@ var replaceTurnWait = 30 * time.Minute
 // permit lets a member's turn run unless a checkpoint holds the host quiesced.
 func (r *runtimeHost) permit(ctx workflow.Context, req LeaseRequest) error {
 	if r.replacing {
-		return temporal.NewApplicationError("the host is being recreated for a template change; the turn waits", activities.ErrTypeHostReplacing)
+		return contract.Fail("the host is being recreated for a template change; the turn waits", domain.ErrTypeHostReplacing, nil)
 	}
 	if err := workflow.Await(ctx, func() bool { return !r.s.Quiesced }); err != nil {
 		return err
@@ -621,7 +616,7 @@ func (r *runtimeHost) permit(ctx workflow.Context, req LeaseRequest) error {
 	// Only a member holding a lease runs turns: a permit that waited past its session's
 	// release would otherwise stay out forever and hold every later checkpoint.
 	if !slices.Contains(r.s.Leases, req.RuntimeSession) {
-		return temporal.NewApplicationError("the session holds no lease on this host", activities.ErrTypeHostBusy)
+		return contract.Fail("the session holds no lease on this host", domain.ErrTypeHostBusy, nil)
 	}
 	// One turn per session at a time: a retried permit of the same turn adds nothing.
 	if !slices.Contains(r.s.Permits, req.RuntimeSession) {

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -53,7 +54,7 @@ func newHostEnv(t *testing.T) *hostEnv {
 	e.env.OnActivity(h.MarkMember, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.MarkMemberInput) (activities.MarkMemberResult, error) {
 			if e.archived && in.Membership == domain.MembershipActive {
-				return activities.MarkMemberResult{}, temporal.NewNonRetryableApplicationError("archived", activities.ErrTypeHostScope, nil)
+				return activities.MarkMemberResult{}, contract.Fail("archived", domain.ErrTypeHostScope, nil)
 			}
 			if in.HostState != "" {
 				e.ops = append(e.ops, "host:"+string(in.HostState))
@@ -187,7 +188,7 @@ func TestHostResetQuiescesEveryMemberThenDestroysOnceAndRestartsOnlyTheLive(t *t
 	e.update(2*time.Second, UpdateControl, ControlRequest{Action: string(domain.HostResetSandbox)}, &errs[1])
 	e.update(3*time.Second, UpdateControl, ControlRequest{Action: "explode"}, &errs[2])
 	e.run(time.Minute)
-	if errs[0] != nil || errs[1] != nil || !IsValidation(errs[2]) {
+	if errs[0] != nil || errs[1] != nil || !contract.Is(errs[2], domain.ErrTypeValidation) {
 		t.Fatalf("updates %v", errs)
 	}
 	want := []string{"ensure+fence", "host:active", "stop:host_reset", "stop:host_reset", "checkpoint:before_reset", "remove", "host:parked", "restart"}
@@ -276,7 +277,7 @@ func TestAFailedAcquireLeavesNoLease(t *testing.T) {
 		leases = len(st.Leases)
 	}, time.Minute)
 	e.run(10 * time.Minute)
-	if !HasAppErrType(err, activities.ErrTypeHostScope) || leases != 0 {
+	if !contract.Is(err, domain.ErrTypeHostScope) || leases != 0 {
 		t.Fatalf("acquire %v, %d leases", err, leases)
 	}
 	if want := []string{"ensure+fence", "park", "host:parked"}; !equalOps(e.ops, want) {
@@ -297,7 +298,7 @@ func TestAPermitForASessionWithoutALeaseIsRefused(t *testing.T) {
 			OnAccept: func() {}, OnComplete: func(_ interface{}, err error) { ckptErr, ckptDone = err, true }})
 	}, 2*time.Second)
 	e.run(time.Hour)
-	if !HasAppErrType(permitErr, activities.ErrTypeHostBusy) || !ckptDone || ckptErr != nil {
+	if !contract.Is(permitErr, domain.ErrTypeHostBusy) || !ckptDone || ckptErr != nil {
 		t.Fatalf("permit %v; checkpoint done %v, %v", permitErr, ckptDone, ckptErr)
 	}
 }
@@ -411,7 +412,7 @@ func TestAReplacementWaitsForRunningTurnsAndRefusesNewOnes(t *testing.T) {
 	if errs[0] != nil || errs[1] != nil || errs[2] != nil || errs[3] != nil || errs[5] != nil {
 		t.Fatalf("updates %v", errs)
 	}
-	if !HasAppErrType(errs[4], activities.ErrTypeHostReplacing) {
+	if !contract.Is(errs[4], domain.ErrTypeHostReplacing) {
 		t.Fatalf("a turn during the recreation: %v", errs[4])
 	}
 	if len(e.stops) == 0 || e.stops[0].Sub(start) < 10*time.Second {

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 )
 
 // TemplateApplyResult says what an apply did: nothing when its generation was superseded,
@@ -54,8 +55,7 @@ func TemplateApply(ctx workflow.Context, in activities.TemplateApplyInput) (Temp
 	}
 	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: templateApplyMemberTimeout, HeartbeatTimeout: runtimeHeartbeat,
-		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSuperseded, ErrTypeValidation}},
+		RetryPolicy: contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second}),
 	})
 	// Rooms apply independently: one in a long turn does not hold the others back.
 	sessions := make([]workflow.Future, len(plan.Sessions))
@@ -66,8 +66,7 @@ func TemplateApply(ctx workflow.Context, in activities.TemplateApplyInput) (Temp
 	// they had, recorded as failed.
 	replace := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: templateApplyMemberTimeout, HeartbeatTimeout: runtimeHeartbeat,
-		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 3,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSuperseded, ErrTypeValidation}},
+		RetryPolicy: contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 3}),
 	})
 	hosts := make([]workflow.Future, len(plan.Hosts))
 	for i, rep := range plan.Hosts {

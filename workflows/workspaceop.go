@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -47,14 +48,13 @@ const workspaceByteTimeout = 2 * time.Hour
 // dies, or by retry_reconcile when the run itself failed. Every step is idempotent.
 func WorkspaceOp(ctx workflow.Context, in WorkspaceOpInput) (WorkspaceOpResult, error) {
 	if in.Action == domain.WorkspaceActionDeleteExport && !in.ConfirmPermanent {
-		return WorkspaceOpResult{}, temporal.NewNonRetryableApplicationError(
-			"confirm_permanent must be true: a deleted export cannot be restored", activities.ErrTypeValidation, nil)
+		return WorkspaceOpResult{}, contract.Fail(
+			"confirm_permanent must be true: a deleted export cannot be restored", domain.ErrTypeValidation, nil)
 	}
 	var rec *activities.WorkspaceRecords
 	jam := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeValidation}},
+		RetryPolicy:         contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second}),
 	})
 	var begin activities.BeginWorkspaceOpResult
 	if err := workflow.ExecuteActivity(jam, rec.BeginWorkspaceOp, activities.BeginWorkspaceOpInput{Workspace: in.Workspace,
@@ -68,8 +68,7 @@ func WorkspaceOp(ctx workflow.Context, in WorkspaceOpInput) (WorkspaceOpResult, 
 	r := workspaceRun{ctx: ctx, jam: jam, begin: begin, out: &out,
 		node: workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue: NodeTaskQueue(begin.Host.Node), StartToCloseTimeout: workspaceByteTimeout, HeartbeatTimeout: runtimeHeartbeat,
-			RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second,
-				NonRetryableErrorTypes: []string{activities.ErrTypeValidation, activities.ErrTypeWorkspaceRefused}},
+			RetryPolicy: contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second}),
 		}),
 		ref: activities.WorkspaceRef{Workspace: begin.Workspace.ID, Host: begin.Workspace.RuntimeHostID,
 			Session: begin.Workspace.RuntimeSessionID, Export: begin.Intent.ExportID},
@@ -85,7 +84,7 @@ func WorkspaceOp(ctx workflow.Context, in WorkspaceOpInput) (WorkspaceOpResult, 
 	case domain.WorkspaceActionDeleteExport:
 		err = r.deleteExport()
 	default:
-		err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("operation %s has no runnable intent", begin.Op.ID), activities.ErrTypeValidation, nil)
+		err = contract.Fail(fmt.Sprintf("operation %s has no runnable intent", begin.Op.ID), domain.ErrTypeValidation, nil)
 	}
 	if err != nil {
 		return out, r.failed(err)
@@ -129,8 +128,8 @@ func (r *workspaceRun) archive() error {
 		}
 		if len(rep.Blockers) > 0 && !r.begin.Intent.ForceDiscard {
 			r.out.Blockers = rep.Blockers
-			return temporal.NewNonRetryableApplicationError("removal is blocked: "+strings.Join(rep.Blockers, "; "),
-				activities.ErrTypeRemovalBlocked, nil)
+			return contract.Fail("removal is blocked: "+strings.Join(rep.Blockers, "; "),
+				domain.ErrTypeRemovalBlocked, nil)
 		}
 	}
 	if err := r.exportOnly(); err != nil {
@@ -213,10 +212,11 @@ func (r *workspaceRun) failed(err error) error {
 		return err
 	}
 	in := activities.FinishWorkspaceOpInput{State: domain.OpFailed, Error: app.Message()}
-	switch app.Type() {
-	case activities.ErrTypeRemovalBlocked:
+	cls, _ := domain.ErrorClassOf(app.Type())
+	switch cls.Type {
+	case domain.ErrTypeRemovalBlocked:
 		in.ResultClass, in.WorkspaceState = domain.ResultRemovalBlocked, domain.WorkspaceRemovalBlocked
-	case activities.ErrTypeWorkspaceRefused, activities.ErrTypeValidation:
+	case domain.ErrTypeWorkspaceRefused, domain.ErrTypeValidation:
 		if (r.out.Export != nil || r.begin.ExportRecorded) && r.begin.Intent.Action == domain.WorkspaceActionArchive {
 			// Past its export an archive is only ever finished.
 			return err

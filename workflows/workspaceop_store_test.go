@@ -10,10 +10,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/mock"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/testsupport/teststore"
@@ -123,7 +123,7 @@ func (f *opFixture) run(in WorkspaceOpInput, killAfter string) (WorkspaceOpResul
 	env.RegisterActivity(rec)
 	env.RegisterActivity(w)
 	env.RegisterActivity(h)
-	killed := temporal.NewNonRetryableApplicationError("worker killed", "killed", nil)
+	killed := contract.Fail("worker killed", "killed", nil)
 	switch killAfter {
 	case "StopMember":
 		env.OnActivity(h.StopMember, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StopMemberInput) (bool, error) {
@@ -220,7 +220,7 @@ func TestArchiveInterruptedAtEachStepFinishesExactlyOnce(t *testing.T) {
 			if err != nil || running == nil || running.Kind != domain.WorkspaceOpArchive {
 				t.Fatalf("after the crash the archive must still be running: %+v %v", running, err)
 			}
-			if _, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionExport}, ""); !HasAppErrType(err, activities.ErrTypeOperationRunning) {
+			if _, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionExport}, ""); !contract.Is(err, domain.ErrTypeOperationRunning) {
 				t.Fatalf("a second operation during the archive: %v", err)
 			}
 			out, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRetryReconcile}, "")
@@ -293,7 +293,7 @@ func TestArchiveBlockedByUncommittedWorkUnlessForced(t *testing.T) {
 	gitInit(t, filepath.Join(f.paths.Session(target), "repo"))
 	f.write(target, "repo/dirty.txt", "not committed")
 	out, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive}, "")
-	if !HasAppErrType(err, activities.ErrTypeRemovalBlocked) {
+	if !contract.Is(err, domain.ErrTypeRemovalBlocked) {
 		t.Fatalf("archive of uncommitted work: %+v %v", out, err)
 	}
 	if ws := f.workspace(target); ws.State != domain.WorkspaceRemovalBlocked {
@@ -329,18 +329,18 @@ func TestRestoreAndExportDeletionGuards(t *testing.T) {
 	cases := []struct {
 		name string
 		in   WorkspaceOpInput
-		typ  string
+		typ  domain.ErrorType
 	}{
-		{"restore into an existing destination", WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRestore}, activities.ErrTypeWorkspaceRefused},
+		{"restore into an existing destination", WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRestore}, domain.ErrTypeWorkspaceRefused},
 		{"delete the only export of an unarchived workspace", WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionDeleteExport,
-			ExportID: exp.Export.ID, ConfirmPermanent: true}, activities.ErrTypeWorkspaceRefused},
+			ExportID: exp.Export.ID, ConfirmPermanent: true}, domain.ErrTypeWorkspaceRefused},
 		{"delete without confirm_permanent", WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionDeleteExport,
-			ExportID: exp.Export.ID}, activities.ErrTypeValidation},
+			ExportID: exp.Export.ID}, domain.ErrTypeValidation},
 		{"restore another workspace's export", WorkspaceOpInput{Workspace: sibling, Action: domain.WorkspaceActionRestore,
-			ExportID: exp.Export.ID}, activities.ErrTypeWorkspaceRefused},
+			ExportID: exp.Export.ID}, domain.ErrTypeWorkspaceRefused},
 	}
 	for _, c := range cases {
-		if _, err := f.run(c.in, ""); !HasAppErrType(err, c.typ) {
+		if _, err := f.run(c.in, ""); !contract.Is(err, c.typ) {
 			t.Fatalf("%s: %v, want %s", c.name, err, c.typ)
 		}
 	}
@@ -417,13 +417,13 @@ func TestASessionDoesNotStartInAWorkspaceBeingArchivedOrArchived(t *testing.T) {
 	if _, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive}, "CreateExport"); err == nil {
 		t.Fatal("the interrupted run succeeded")
 	}
-	if err := activities.ProvisionWorkspace(ctx, f.st, f.layout, f.host, hs); !HasAppErrType(err, activities.ErrTypeOperationRunning) {
+	if err := activities.ProvisionWorkspace(ctx, f.st, f.layout, f.host, hs); !contract.Is(err, domain.ErrTypeOperationRunning) {
 		t.Fatalf("provision during the archive: %v", err)
 	}
 	if _, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRetryReconcile}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := activities.ProvisionWorkspace(ctx, f.st, f.layout, f.host, hs); !HasAppErrType(err, activities.ErrTypeWorkspaceArchived) {
+	if err := activities.ProvisionWorkspace(ctx, f.st, f.layout, f.host, hs); !contract.Is(err, domain.ErrTypeWorkspaceArchived) {
 		t.Fatalf("provision of an archived workspace: %v", err)
 	}
 	if _, err := os.Stat(f.paths.Session(target)); !os.IsNotExist(err) {
@@ -489,7 +489,7 @@ func TestRestoreRetriedAfterItsRenameIsDoneAndAForeignDestinationIsRefused(t *te
 		t.Fatalf("restored %q %v", b, err)
 	}
 	f.write(target, "notes.txt", "something else")
-	if _, err := env.ExecuteActivity(w.RestoreExport, ref); !HasAppErrType(err, activities.ErrTypeWorkspaceRefused) {
+	if _, err := env.ExecuteActivity(w.RestoreExport, ref); !contract.Is(err, domain.ErrTypeWorkspaceRefused) {
 		t.Fatalf("restore over a foreign destination: %v", err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(f.paths.Session(target), "notes.txt")); string(b) != "something else" {

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/workflows"
 )
@@ -70,7 +71,7 @@ func (h *Hosts) Acquire(ctx context.Context, updateID string, host, session uuid
 // Release drops the member's lease. A host whose workflow is not running holds no lease.
 func (h *Hosts) Release(ctx context.Context, updateID string, host, session uuid.UUID, reason domain.CheckpointReason) error {
 	err := h.update(ctx, updateID, host, workflows.UpdateRelease, workflows.LeaseRequest{RuntimeSession: session, Reason: reason})
-	if workflows.IsNoSession(err) {
+	if contract.IsNotFound(err) {
 		return nil
 	}
 	return err
@@ -117,7 +118,7 @@ func (h *Hosts) Checkpoint(ctx context.Context, host uuid.UUID) (activities.Capt
 // Status queries a host's lease state; a host whose workflow is not running has none.
 func (h *Hosts) Status(ctx context.Context, host uuid.UUID) (workflows.RuntimeHostStatus, bool, error) {
 	v, err := h.Client.QueryWorkflow(ctx, workflows.RuntimeHostID(host), "", workflows.QueryHost)
-	if workflows.IsNoSession(err) {
+	if contract.IsNotFound(err) {
 		return workflows.RuntimeHostStatus{}, false, nil
 	}
 	if err != nil {
@@ -135,7 +136,7 @@ func (h *Hosts) Status(ctx context.Context, host uuid.UUID) (workflows.RuntimeHo
 func (h *Hosts) StopMember(ctx context.Context, updateID string, session uuid.UUID, reason domain.SessionStopReason) (bool, error) {
 	s := Starter{Client: h.Client}
 	before, err := s.State(ctx, session)
-	if workflows.IsNoSession(err) {
+	if contract.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -143,7 +144,7 @@ func (h *Hosts) StopMember(ctx context.Context, updateID string, session uuid.UU
 	}
 	after, err := s.UpdateWithID(ctx, updateID, session, workflows.UpdateStop, workflows.StopRequest{Reason: string(reason)})
 	if err != nil {
-		if workflows.IsNoSession(err) || workflows.IsRetired(err) {
+		if contract.IsNotFound(err) || contract.Is(err, domain.ErrTypeRetired) {
 			return false, nil
 		}
 		return false, err
@@ -160,7 +161,7 @@ func (h *Hosts) StopMember(ctx context.Context, updateID string, session uuid.UU
 func (h *Hosts) RetireMember(ctx context.Context, updateID string, session uuid.UUID) error {
 	s := Starter{Client: h.Client}
 	_, err := s.UpdateWithID(ctx, updateID, session, workflows.UpdateRemove, workflows.RemoveRequest{Final: true})
-	if err != nil && !workflows.IsNoSession(err) {
+	if err != nil && !contract.IsNotFound(err) {
 		return err
 	}
 	return nil
@@ -177,7 +178,7 @@ func (h *Hosts) RestartMember(ctx context.Context, session uuid.UUID) error {
 	_, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.RoomSessionID(session),
 		UpdateName: workflows.UpdateRestart, Args: []any{workflows.RestartRequest{}},
 		WaitForStage: client.WorkflowUpdateStageAccepted})
-	if err != nil && !workflows.IsNoSession(err) {
+	if err != nil && !contract.IsNotFound(err) {
 		return fmt.Errorf("restart room session %s: %w", session, err)
 	}
 	return nil
@@ -189,7 +190,7 @@ func (h *Hosts) RestartMember(ctx context.Context, session uuid.UUID) error {
 func (h *Hosts) ApplyConfig(ctx context.Context, updateID string, session uuid.UUID, gen int64) (bool, error) {
 	s := Starter{Client: h.Client}
 	_, err := s.UpdateWithID(ctx, updateID, session, workflows.UpdateApplyConfig, workflows.ApplyConfigRequest{Generation: gen})
-	if workflows.IsNoSession(err) || workflows.IsRetired(err) {
+	if contract.IsNotFound(err) || contract.Is(err, domain.ErrTypeRetired) {
 		return false, nil
 	}
 	return err == nil, err

@@ -13,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/lifecycle"
 	"github.com/jam-dev/jam/internal/store"
@@ -61,7 +62,7 @@ func (s *Starter) Poke(ctx context.Context, b domain.Binding) error {
 func (s *Starter) Retry(ctx context.Context, session uuid.UUID, reason string) error {
 	err := s.Client.SignalWorkflow(ctx, workflows.RoomSessionID(session), "", workflows.SignalRetry,
 		workflows.RetrySignal{Reason: reason})
-	if err != nil && !workflows.IsNoSession(err) {
+	if err != nil && !contract.IsNotFound(err) {
 		return fmt.Errorf("retry room session %s: %w", session, err)
 	}
 	return nil
@@ -77,7 +78,7 @@ func (s *Starter) RoomInbound(ctx context.Context, b domain.Binding) error { ret
 // for an authoritative re-add.
 func (s *Starter) RoomUnbound(ctx context.Context, b domain.Binding) error {
 	_, err := s.Update(ctx, b.RuntimeSessionID, workflows.UpdateRemove, workflows.RemoveRequest{})
-	if workflows.IsNoSession(err) || workflows.IsRetired(err) {
+	if contract.IsNotFound(err) || contract.Is(err, domain.ErrTypeRetired) {
 		return nil
 	}
 	return err
@@ -98,7 +99,7 @@ func (s *Starter) AgentRunIntent(ctx context.Context, agent uuid.UUID, intent do
 		default:
 			return s.Poke(ctx, domain.Binding{RuntimeSessionID: hs.RuntimeSessionID, AgentID: hs.AgentID, RoomID: hs.RoomID})
 		}
-		if workflows.IsNoSession(err) {
+		if contract.IsNotFound(err) {
 			if intent == domain.RunIntentStopped {
 				return nil // nothing runs
 			}
@@ -112,7 +113,7 @@ func (s *Starter) AgentRunIntent(ctx context.Context, agent uuid.UUID, intent do
 func (s *Starter) AgentDeleting(ctx context.Context, agent uuid.UUID) error {
 	return s.eachSession(ctx, agent, true, func(ctx context.Context, hs domain.HostSession) error {
 		_, err := s.Update(ctx, hs.RuntimeSessionID, workflows.UpdateRemove, workflows.RemoveRequest{Final: true})
-		if workflows.IsNoSession(err) {
+		if contract.IsNotFound(err) {
 			return nil
 		}
 		return err
