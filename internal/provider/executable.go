@@ -32,7 +32,10 @@ const (
 )
 
 const (
-	defaultProbeTimeout = 5 * time.Second
+	// A Node or Bun CLI's first --version on a busy two-core machine can take several
+	// seconds; a probe that times out refuses the provider until an operator retries, so
+	// the bound is generous.
+	defaultProbeTimeout = 20 * time.Second
 	// probeOutputLimit bounds what a version probe may make us hold in memory.
 	probeOutputLimit = 4 << 10
 	// refusalQuoteLimit keeps a refusal message readable when a candidate is chatty.
@@ -70,7 +73,7 @@ type ExecutableRequest struct {
 	PATH string
 	// VersionArgs is the probe's argv after the path; nil means {"--version"}.
 	VersionArgs []string
-	// ProbeTimeout bounds each version probe; 0 means 5s.
+	// ProbeTimeout bounds each version probe; 0 means 20s.
 	ProbeTimeout time.Duration
 	// ProbeEnv is the environment a version probe runs with (the one the provider would
 	// get); nil is the worker's. PATH is set to the searched PATH either way.
