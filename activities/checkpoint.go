@@ -34,29 +34,19 @@ type CaptureCheckpointInput struct {
 	Reason domain.CheckpointReason `json:"reason"`
 }
 
-// CaptureCheckpointResult describes the published generation.
-type CaptureCheckpointResult struct {
-	ID           uuid.UUID `json:"id"`
-	Files        int       `json:"files"`
-	Linked       int       `json:"linked"`
-	PayloadBytes int64     `json:"payload_bytes"`
-	// Skipped: the host has no member with provider state to capture.
-	Skipped bool `json:"skipped,omitempty"`
-}
-
 // CaptureCheckpoint captures the provider state of a quiesced host (no member turn runs: the
 // caller holds the host quiesced or no member is live) as a new immutable generation, linked
 // against the newest one whose payload is kept, then records it. A crash between the
 // manifest and the record is repaired by the retry: the published generation is found and
 // the identical record inserted.
-func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpointInput) (CaptureCheckpointResult, error) {
+func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpointInput) (contract.CaptureCheckpointResult, error) {
 	h, err := c.Store.GetRuntimeHost(ctx, in.Host)
 	if err != nil {
-		return CaptureCheckpointResult{}, err
+		return contract.CaptureCheckpointResult{}, err
 	}
 	members, err := c.Store.HostMembers(ctx, in.Host)
 	if err != nil {
-		return CaptureCheckpointResult{}, err
+		return contract.CaptureCheckpointResult{}, err
 	}
 	var (
 		sessions []checkpoint.Session
@@ -69,7 +59,7 @@ func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpoin
 			continue
 		}
 		if err != nil {
-			return CaptureCheckpointResult{}, err
+			return contract.CaptureCheckpointResult{}, err
 		}
 		row, _ := domain.LookupTransport(hs.Config.Transport)
 		if provider == "" {
@@ -82,30 +72,30 @@ func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpoin
 		sessions = append(sessions, checkpoint.Session{RuntimeSession: hs.RuntimeSessionID, ProviderSessionID: hs.ProviderSessionID})
 	}
 	if provider == "" {
-		return CaptureCheckpointResult{ID: in.ID, Skipped: true}, nil
+		return contract.CaptureCheckpointResult{ID: in.ID, Skipped: true}, nil
 	}
 	paths, err := workspace.ManagedPaths(c.Layout, h.ID)
 	if err != nil {
-		return CaptureCheckpointResult{}, err
+		return contract.CaptureCheckpointResult{}, err
 	}
 	src, err := paths.ProviderState(provider)
 	if err != nil {
-		return CaptureCheckpointResult{}, err
+		return contract.CaptureCheckpointResult{}, err
 	}
 	held, err := holdsFiles(src)
 	if err != nil {
-		return CaptureCheckpointResult{}, fmt.Errorf("provider state of %s: %w", h.ID, err) // unreadable is not empty
+		return contract.CaptureCheckpointResult{}, fmt.Errorf("provider state of %s: %w", h.ID, err) // unreadable is not empty
 	}
 	if !held {
 		// Nothing on disk (never written, or lost): a generation would claim sessions it
 		// does not hold.
-		return CaptureCheckpointResult{ID: in.ID, Skipped: true}, nil
+		return contract.CaptureCheckpointResult{ID: in.ID, Skipped: true}, nil
 	}
 	gens := checkpoint.Store{Root: paths.Checkpoints()}
 	req := checkpoint.CaptureRequest{Meta: checkpoint.Meta{ID: in.ID, Host: h.ID, Reason: in.Reason, Provider: provider,
 		ProviderVersion: version, Sessions: sessions}, Source: src, Limits: c.Limits, At: time.Now()}
 	if prev, err := c.Store.ListCheckpoints(ctx, h.ID); err != nil {
-		return CaptureCheckpointResult{}, err
+		return contract.CaptureCheckpointResult{}, err
 	} else {
 		for _, p := range prev {
 			if p.ID != in.ID && p.PayloadDeletedAt == nil {
@@ -118,10 +108,10 @@ func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpoin
 	m, err := gens.Capture(ctx, req)
 	stop()
 	if errors.Is(err, checkpoint.ErrTooLarge) || errors.Is(err, checkpoint.ErrConflict) {
-		return CaptureCheckpointResult{}, contract.Fail(err.Error(), domain.ErrTypeCheckpointRefused, err)
+		return contract.CaptureCheckpointResult{}, contract.Fail(err.Error(), domain.ErrTypeCheckpointRefused, err)
 	}
 	if err != nil {
-		return CaptureCheckpointResult{}, err
+		return contract.CaptureCheckpointResult{}, err
 	}
 	rec := domain.ProviderCheckpoint{ID: m.ID, RuntimeHostID: h.ID, Reason: m.Reason, Provider: m.Provider,
 		ProviderVersion: m.ProviderVersion, ManifestChecksum: m.Checksum, PayloadBytes: m.Bytes, CreatedAt: m.CreatedAt}
@@ -130,11 +120,11 @@ func (c *Checkpoints) CaptureCheckpoint(ctx context.Context, in CaptureCheckpoin
 	}
 	if _, err := c.Store.InsertCheckpoint(ctx, rec); err != nil {
 		if errors.Is(err, store.ErrCheckpointChanged) {
-			return CaptureCheckpointResult{}, contract.Fail(err.Error(), domain.ErrTypeCheckpointRefused, err)
+			return contract.CaptureCheckpointResult{}, contract.Fail(err.Error(), domain.ErrTypeCheckpointRefused, err)
 		}
-		return CaptureCheckpointResult{}, fmt.Errorf("record checkpoint %s: %w", m.ID, err)
+		return contract.CaptureCheckpointResult{}, fmt.Errorf("record checkpoint %s: %w", m.ID, err)
 	}
-	out := CaptureCheckpointResult{ID: m.ID, Files: len(m.Files), PayloadBytes: m.Bytes}
+	out := contract.CaptureCheckpointResult{ID: m.ID, Files: len(m.Files), PayloadBytes: m.Bytes}
 	for _, f := range m.Files {
 		if f.Linked {
 			out.Linked++

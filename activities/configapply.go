@@ -28,12 +28,6 @@ type ConfigRef struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// TemplateApplyInput names the generation of a template to apply.
-type TemplateApplyInput struct {
-	Template   uuid.UUID `json:"template"`
-	Generation int64     `json:"generation"`
-}
-
 // TemplateApplyPlan is what applying a generation touches: sessions applied one by one, and
 // runtime hosts whose compatibility fingerprint the edit changed, recreated once with every
 // member (those members are not in Sessions).
@@ -54,7 +48,7 @@ type HostReplacement struct {
 
 // PlanTemplateApply reads, fenced by the template's desired generation, which sessions and
 // hosts an apply of the generation touches.
-func (s *Sessions) PlanTemplateApply(ctx context.Context, in TemplateApplyInput) (TemplateApplyPlan, error) {
+func (s *Sessions) PlanTemplateApply(ctx context.Context, in contract.TemplateApplyInput) (TemplateApplyPlan, error) {
 	out := TemplateApplyPlan{Sessions: []uuid.UUID{}, Hosts: []HostReplacement{}}
 	t, err := s.Store.GetTemplate(ctx, in.Template)
 	if err != nil {
@@ -112,17 +106,9 @@ func (s *Sessions) FailConfig(ctx context.Context, in ConfigRef) error {
 	return s.Store.FailConfig(ctx, in.RuntimeSession, in.Generation, in.Reason, time.Now())
 }
 
-// CommitHostReplacementInput is a host recreated for a template generation.
-type CommitHostReplacementInput struct {
-	Host        uuid.UUID `json:"host"`
-	Template    uuid.UUID `json:"template"`
-	Generation  int64     `json:"generation"`
-	Fingerprint string    `json:"fingerprint"`
-}
-
 // CommitHostReplacement gives the host its replacement fingerprint and its members the
 // generation, at once.
-func (h *Hosts) CommitHostReplacement(ctx context.Context, in CommitHostReplacementInput) error {
+func (h *Hosts) CommitHostReplacement(ctx context.Context, in contract.CommitHostReplacementInput) error {
 	return superseded(h.Store.CommitHostReplacement(ctx, in.Host, in.Template, in.Generation, in.Fingerprint, time.Now()))
 }
 
@@ -147,7 +133,7 @@ func (h *Hosts) ApplyMember(ctx context.Context, in ConfigRef) error {
 // ReplaceHost recreates a host for the generation through its RuntimeHost workflow (members
 // stopped, sandbox destroyed once, fingerprint and configuration committed, live members
 // back).
-func (h *Hosts) ReplaceHost(ctx context.Context, in CommitHostReplacementInput) (bool, error) {
+func (h *Hosts) ReplaceHost(ctx context.Context, in contract.CommitHostReplacementInput) (bool, error) {
 	stop := heartbeat(ctx)
 	defer stop()
 	replaced, err := h.Leases.Replace(ctx, updateID(ctx), in)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -23,60 +22,22 @@ type InspectContinuityInput struct {
 	Host uuid.UUID `json:"host"`
 }
 
-// ContinuitySession is one member's continuity evidence.
-type ContinuitySession struct {
-	RuntimeSession    uuid.UUID `json:"runtime_session"`
-	ProviderSessionID string    `json:"provider_session_id"`
-	// Captured: the newest checkpoint holds this exact provider session.
-	Captured bool `json:"captured"`
-	// ProviderVersion is the version the session's provider last reported ("" unknown).
-	ProviderVersion string `json:"provider_version,omitempty"`
-	// LastResume is the latest resume observation from the newest checkpoint, if any.
-	LastResume *ResumeEvidence `json:"last_resume,omitempty"`
-}
-
-// ResumeEvidence is one recorded resume attempt.
-type ResumeEvidence struct {
-	ID         uuid.UUID            `json:"id"`
-	Outcome    domain.ResumeOutcome `json:"outcome"`
-	Detail     string               `json:"detail,omitempty"`
-	RecordedAt time.Time            `json:"recorded_at"`
-}
-
-// ContinuityReport is what inspection found, with a checksum over the evidence: an explicit
-// start-fresh must name it, so it acts only on the state the operator saw.
-type ContinuityReport struct {
-	Host       uuid.UUID               `json:"host"`
-	Status     domain.ContinuityStatus `json:"status"`
-	Detail     string                  `json:"detail,omitempty"`
-	Checkpoint *uuid.UUID              `json:"checkpoint,omitempty"`
-	// CheckpointState is the newest checkpoint's verification on disk (complete, incomplete,
-	// corrupt, missing).
-	CheckpointState string `json:"checkpoint_state,omitempty"`
-	// CheckpointProviderVersion is the provider version that took the newest checkpoint.
-	CheckpointProviderVersion string              `json:"checkpoint_provider_version,omitempty"`
-	Sessions                  []ContinuitySession `json:"sessions"`
-	RuntimeRunning            bool                `json:"runtime_running"`
-	CanStartFresh             bool                `json:"can_start_fresh"`
-	EvidenceChecksum          string              `json:"evidence_checksum"`
-}
-
 // InspectContinuity reports whether every session of the host bound to a provider identity
 // can be resumed exactly from the newest checkpoint, verifying that checkpoint on this node's
 // disk. It reads only. Start-fresh is offered only for a failure while no runtime runs.
-func (c *Checkpoints) InspectContinuity(ctx context.Context, in InspectContinuityInput) (ContinuityReport, error) {
+func (c *Checkpoints) InspectContinuity(ctx context.Context, in InspectContinuityInput) (contract.ContinuityReport, error) {
 	h, err := c.Store.GetRuntimeHost(ctx, in.Host)
 	if errors.Is(err, store.ErrNotFound) {
-		return ContinuityReport{}, contract.Fail(err.Error(), domain.ErrTypeHostScope, err)
+		return contract.ContinuityReport{}, contract.Fail(err.Error(), domain.ErrTypeHostScope, err)
 	}
 	if err != nil {
-		return ContinuityReport{}, err
+		return contract.ContinuityReport{}, err
 	}
 	members, err := c.Store.HostMembers(ctx, h.ID)
 	if err != nil {
-		return ContinuityReport{}, err
+		return contract.ContinuityReport{}, err
 	}
-	rep := ContinuityReport{Host: h.ID, Status: domain.ContinuityHealthy, Sessions: []ContinuitySession{}}
+	rep := contract.ContinuityReport{Host: h.ID, Status: domain.ContinuityHealthy, Sessions: []contract.ContinuitySession{}}
 	for _, m := range members {
 		if m.State == domain.MembershipActive {
 			rep.RuntimeRunning = true
@@ -86,16 +47,16 @@ func (c *Checkpoints) InspectContinuity(ctx context.Context, in InspectContinuit
 			continue
 		}
 		if err != nil {
-			return ContinuityReport{}, err
+			return contract.ContinuityReport{}, err
 		}
 		if hs.ProviderSessionID != "" {
-			rep.Sessions = append(rep.Sessions, ContinuitySession{RuntimeSession: hs.RuntimeSessionID,
+			rep.Sessions = append(rep.Sessions, contract.ContinuitySession{RuntimeSession: hs.RuntimeSessionID,
 				ProviderSessionID: hs.ProviderSessionID, ProviderVersion: hs.ProviderVersion})
 		}
 	}
 	all, err := c.Store.ListCheckpoints(ctx, h.ID)
 	if err != nil {
-		return ContinuityReport{}, err
+		return contract.ContinuityReport{}, err
 	}
 	var newest *domain.ProviderCheckpoint
 	for i := range all {
@@ -108,11 +69,11 @@ func (c *Checkpoints) InspectContinuity(ctx context.Context, in InspectContinuit
 		rep.Checkpoint, rep.CheckpointProviderVersion = &newest.ID, newest.ProviderVersion
 		paths, err := workspace.ManagedPaths(c.Layout, h.ID)
 		if err != nil {
-			return ContinuityReport{}, err
+			return contract.ContinuityReport{}, err
 		}
 		insp, err := checkpoint.Store{Root: paths.Checkpoints()}.Inspect(newest.ID)
 		if err != nil {
-			return ContinuityReport{}, err
+			return contract.ContinuityReport{}, err
 		}
 		rep.CheckpointState = string(insp.Status)
 		if insp.Status == checkpoint.StatusComplete && insp.Manifest.Checksum != newest.ManifestChecksum {
@@ -135,9 +96,9 @@ func (c *Checkpoints) InspectContinuity(ctx context.Context, in InspectContinuit
 		o, err := c.Store.LatestResumeObservation(ctx, newest.ID, s.RuntimeSession)
 		switch {
 		case err == nil:
-			s.LastResume = &ResumeEvidence{ID: o.ID, Outcome: o.Outcome, Detail: o.Detail, RecordedAt: o.RecordedAt}
+			s.LastResume = &contract.ResumeEvidence{ID: o.ID, Outcome: o.Outcome, Detail: o.Detail, RecordedAt: o.RecordedAt}
 		case !errors.Is(err, store.ErrNotFound):
-			return ContinuityReport{}, err
+			return contract.ContinuityReport{}, err
 		}
 	}
 	rep.Status = continuityStatus(rep)
@@ -157,7 +118,7 @@ func (c *Checkpoints) InspectContinuity(ctx context.Context, in InspectContinuit
 
 // continuityStatus applies the rules in order: nothing bound is healthy; then missing,
 // corrupt, a session not captured, a provider version change, and a failed latest resume.
-func continuityStatus(r ContinuityReport) domain.ContinuityStatus {
+func continuityStatus(r contract.ContinuityReport) domain.ContinuityStatus {
 	switch {
 	case len(r.Sessions) == 0:
 		return domain.ContinuityHealthy
@@ -187,7 +148,7 @@ func continuityStatus(r ContinuityReport) domain.ContinuityStatus {
 // versionChanged: the newest checkpoint was taken by another provider version than the one
 // the session's provider last reported (both known), and that newer provider has not since
 // resumed from it successfully.
-func versionChanged(r ContinuityReport, s ContinuitySession) bool {
+func versionChanged(r contract.ContinuityReport, s contract.ContinuitySession) bool {
 	if r.CheckpointProviderVersion == "" || s.ProviderVersion == "" || r.CheckpointProviderVersion == s.ProviderVersion {
 		return false
 	}
@@ -200,7 +161,7 @@ func versionChanged(r ContinuityReport, s ContinuitySession) bool {
 // An observation counts by what it says (outcome and detail), not by when it was recorded:
 // the same failure observed again by a retrying room does not invalidate the operator's
 // confirmation; a different one does.
-func evidenceChecksum(r ContinuityReport) string {
+func evidenceChecksum(r contract.ContinuityReport) string {
 	type session struct {
 		RuntimeSession    uuid.UUID
 		ProviderSessionID string

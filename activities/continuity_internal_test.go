@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/internal/checkpoint"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -13,25 +14,25 @@ import (
 // newest checkpoint is reported, unless the upgraded provider already resumed from it.
 func TestContinuityStatusReportsAProviderVersionChange(t *testing.T) {
 	id := uuid.New()
-	report := func(cpVersion string, s ContinuitySession) ContinuityReport {
+	report := func(cpVersion string, s contract.ContinuitySession) contract.ContinuityReport {
 		s.RuntimeSession, s.ProviderSessionID, s.Captured = uuid.New(), "ses_1", true
-		return ContinuityReport{Checkpoint: &id, CheckpointState: string(checkpoint.StatusComplete),
-			CheckpointProviderVersion: cpVersion, Sessions: []ContinuitySession{s}}
+		return contract.ContinuityReport{Checkpoint: &id, CheckpointState: string(checkpoint.StatusComplete),
+			CheckpointProviderVersion: cpVersion, Sessions: []contract.ContinuitySession{s}}
 	}
-	failed := &ResumeEvidence{Outcome: domain.ResumeFailed}
-	succeeded := &ResumeEvidence{Outcome: domain.ResumeSucceeded}
+	failed := &contract.ResumeEvidence{Outcome: domain.ResumeFailed}
+	succeeded := &contract.ResumeEvidence{Outcome: domain.ResumeSucceeded}
 	for _, tc := range []struct {
 		name string
-		r    ContinuityReport
+		r    contract.ContinuityReport
 		want domain.ContinuityStatus
 	}{
-		{"same version", report("1.18.33", ContinuitySession{ProviderVersion: "1.18.33"}), domain.ContinuityHealthy},
-		{"checkpoint version unknown", report("", ContinuitySession{ProviderVersion: "1.19.0"}), domain.ContinuityHealthy},
-		{"session version unknown", report("1.18.33", ContinuitySession{}), domain.ContinuityHealthy},
-		{"upgraded, not yet resumed", report("1.18.33", ContinuitySession{ProviderVersion: "1.19.0"}), domain.ContinuityProviderVersionMismatch},
-		{"upgraded and the resume failed", report("1.18.33", ContinuitySession{ProviderVersion: "1.19.0", LastResume: failed}), domain.ContinuityProviderVersionMismatch},
-		{"upgraded and resumed", report("1.18.33", ContinuitySession{ProviderVersion: "1.19.0", LastResume: succeeded}), domain.ContinuityHealthy},
-		{"same version, the resume failed", report("1.18.33", ContinuitySession{ProviderVersion: "1.18.33", LastResume: failed}), domain.ContinuityResumeFailed},
+		{"same version", report("1.18.33", contract.ContinuitySession{ProviderVersion: "1.18.33"}), domain.ContinuityHealthy},
+		{"checkpoint version unknown", report("", contract.ContinuitySession{ProviderVersion: "1.19.0"}), domain.ContinuityHealthy},
+		{"session version unknown", report("1.18.33", contract.ContinuitySession{}), domain.ContinuityHealthy},
+		{"upgraded, not yet resumed", report("1.18.33", contract.ContinuitySession{ProviderVersion: "1.19.0"}), domain.ContinuityProviderVersionMismatch},
+		{"upgraded and the resume failed", report("1.18.33", contract.ContinuitySession{ProviderVersion: "1.19.0", LastResume: failed}), domain.ContinuityProviderVersionMismatch},
+		{"upgraded and resumed", report("1.18.33", contract.ContinuitySession{ProviderVersion: "1.19.0", LastResume: succeeded}), domain.ContinuityHealthy},
+		{"same version, the resume failed", report("1.18.33", contract.ContinuitySession{ProviderVersion: "1.18.33", LastResume: failed}), domain.ContinuityResumeFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := continuityStatus(tc.r); got != tc.want {

@@ -17,42 +17,6 @@ import (
 	"github.com/jam-dev/jam/internal/workspace"
 )
 
-// CleanupReport is the preflight of a whole-host cleanup: what would be removed, what is
-// kept, and every reason it may not run yet.
-type CleanupReport struct {
-	Host     uuid.UUID       `json:"host"`
-	Blockers []string        `json:"blockers"`
-	Members  []CleanupMember `json:"members"`
-	Sandbox  CleanupSandbox  `json:"sandbox"`
-	// PlannedRuntimeHostBytes is what the host root holds; RetainedExportBytes what its
-	// exports hold (never removed by cleanup).
-	PlannedRuntimeHostBytes int64 `json:"planned_runtime_host_bytes"`
-	RetainedExportBytes     int64 `json:"retained_export_bytes"`
-}
-
-// CleanupMember is one member's preservation as the preflight sees it.
-type CleanupMember struct {
-	RuntimeSession  uuid.UUID              `json:"runtime_session_id"`
-	Membership      domain.MembershipState `json:"membership"`
-	Source          domain.WorkspaceSource `json:"workspace_source,omitempty"`
-	WorkspaceState  domain.WorkspaceState  `json:"workspace_state,omitempty"`
-	VerifiedExport  *uuid.UUID             `json:"verified_export,omitempty"`
-	RunningOp       *uuid.UUID             `json:"running_operation,omitempty"`
-	LiveInWorker    bool                   `json:"live_in_worker"`
-	NeedsPreserving bool                   `json:"needs_preserving"`
-}
-
-// CleanupSandbox is the host's sandbox as the node's inventory reports it.
-type CleanupSandbox struct {
-	Name        string                    `json:"name,omitempty"`
-	Disposition domain.SandboxDisposition `json:"disposition,omitempty"`
-	Status      domain.SandboxStatus      `json:"status,omitempty"`
-	// Absent: Docker confirmed it has no such sandbox.
-	Absent bool `json:"absent"`
-	// Unavailable: the inventory could not be read (a blocker, never taken for absence).
-	Unavailable string `json:"unavailable,omitempty"`
-}
-
 // HostRef names a runtime host.
 type HostRef struct {
 	Host uuid.UUID `json:"host"`
@@ -63,8 +27,8 @@ type HostRef struct {
 // this worker; every Managed member's workspace archived with an export that verifies and
 // no running operation; and the sandbox inventory must show exactly one healthy stopped
 // sandbox or confirm it absent.
-func (w *Workspaces) InspectCleanup(ctx context.Context, in HostRef) (CleanupReport, error) {
-	rep := CleanupReport{Host: in.Host, Blockers: []string{}, Members: []CleanupMember{}}
+func (w *Workspaces) InspectCleanup(ctx context.Context, in HostRef) (contract.CleanupReport, error) {
+	rep := contract.CleanupReport{Host: in.Host, Blockers: []string{}, Members: []contract.CleanupMember{}}
 	h, err := w.Store.GetRuntimeHost(ctx, in.Host)
 	if errors.Is(err, store.ErrNotFound) {
 		return rep, refuse("runtime host %s does not exist", in.Host)
@@ -99,7 +63,7 @@ func (w *Workspaces) InspectCleanup(ctx context.Context, in HostRef) (CleanupRep
 	stop := heartbeat(ctx)
 	defer stop()
 	for _, m := range members {
-		cm := CleanupMember{RuntimeSession: m.RuntimeSession, Membership: m.State}
+		cm := contract.CleanupMember{RuntimeSession: m.RuntimeSession, Membership: m.State}
 		if m.State != domain.MembershipDormant {
 			block("member %s is %s", m.RuntimeSession, m.State)
 		}
@@ -149,7 +113,7 @@ func (w *Workspaces) InspectCleanup(ctx context.Context, in HostRef) (CleanupRep
 // checkPreserved: a Managed workspace is preserved when it is archived, has an export that
 // verifies, and no operation runs on it. Path-backed workspaces need nothing: Jam does not
 // own their bytes.
-func (w *Workspaces) checkPreserved(ctx context.Context, ws domain.ManagedWorkspace, cm *CleanupMember, block func(string, ...any)) error {
+func (w *Workspaces) checkPreserved(ctx context.Context, ws domain.ManagedWorkspace, cm *contract.CleanupMember, block func(string, ...any)) error {
 	if ws.Source != domain.WorkspaceManaged {
 		return nil
 	}
@@ -193,7 +157,7 @@ func (w *Workspaces) checkPreserved(ctx context.Context, ws domain.ManagedWorksp
 	return nil
 }
 
-func (w *Workspaces) inspectSandbox(ctx context.Context, h domain.RuntimeHost, sb *CleanupSandbox) {
+func (w *Workspaces) inspectSandbox(ctx context.Context, h domain.RuntimeHost, sb *contract.CleanupSandbox) {
 	sb.Name = h.SandboxName
 	if w.Sandbox == nil {
 		sb.Unavailable = "this worker has no sandbox driver"
@@ -360,15 +324,9 @@ func (w *Workspaces) RemoveHostRoot(ctx context.Context, in RemoveHostRootInput)
 	return removed, nil
 }
 
-// HostCapacity is the bytes a runtime host's root holds on its node, per session workspace.
-type HostCapacity struct {
-	RootBytes      int64               `json:"root_bytes"`
-	WorkspaceBytes map[uuid.UUID]int64 `json:"workspace_bytes"`
-}
-
 // MeasureHost measures a host's root and its session workspaces on this node.
-func (w *Workspaces) MeasureHost(ctx context.Context, in HostRef) (HostCapacity, error) {
-	out := HostCapacity{WorkspaceBytes: map[uuid.UUID]int64{}}
+func (w *Workspaces) MeasureHost(ctx context.Context, in HostRef) (contract.HostCapacity, error) {
+	out := contract.HostCapacity{WorkspaceBytes: map[uuid.UUID]int64{}}
 	paths, err := workspace.ManagedPaths(w.Layout, in.Host)
 	if err != nil {
 		return out, err

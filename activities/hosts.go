@@ -15,55 +15,12 @@ import (
 	"github.com/jam-dev/jam/internal/store"
 )
 
-// HostLeases reaches the RuntimeHost workflows from an activity (client calls; the
-// implementation lives beside the workflows, which this package cannot import).
-//
-// Every call carries an update id derived from the calling activity, so a retried activity
-// attaches to the update its earlier attempt sent instead of sending a second one.
-type HostLeases interface {
-	// Acquire makes the host's sandbox ready for the member and counts its lease.
-	Acquire(ctx context.Context, updateID string, host, session uuid.UUID) (HostLease, error)
-	// Release drops the member's lease; the last release parks the sandbox (checkpointing
-	// with reason when a turn ran).
-	Release(ctx context.Context, updateID string, host, session uuid.UUID, reason domain.CheckpointReason) error
-	// Permit and Unpermit bracket one turn of the member (the checkpoint coordinator).
-	Permit(ctx context.Context, updateID string, host, session uuid.UUID) error
-	Unpermit(ctx context.Context, updateID string, host, session uuid.UUID) error
-	// Replace recreates the host once (a reset_sandbox control) for a template edit that
-	// changed its compatibility fingerprint, preserving every member.
-	Replace(ctx context.Context, updateID string, rep CommitHostReplacementInput) (replaced bool, err error)
-}
-
-// MemberControl reaches the RoomSession workflows of a host's members.
-type MemberControl interface {
-	// StopMember stops the member's runtime with reason and reports whether it was live.
-	StopMember(ctx context.Context, updateID string, session uuid.UUID, reason domain.SessionStopReason) (wasLive bool, err error)
-	// RestartMember asks the member to come back live; it does not wait for the runtime.
-	RestartMember(ctx context.Context, session uuid.UUID) error
-	// RetireMember ends the member's workflow for good (its session was replaced).
-	RetireMember(ctx context.Context, updateID string, session uuid.UUID) error
-	// Wake starts or pokes the workflow of a bound session.
-	Wake(ctx context.Context, b domain.Binding) error
-	// ApplyConfig asks the member's workflow to move its runtime to generation gen (at its
-	// turn boundary); handled=false when no workflow runs for it (no runtime to replace).
-	ApplyConfig(ctx context.Context, updateID string, session uuid.UUID, gen int64) (handled bool, err error)
-}
-
-// HostLease is a member's lease on its runtime host.
-type HostLease struct {
-	Host        uuid.UUID `json:"host"`
-	Node        string    `json:"node"`
-	SandboxName string    `json:"sandbox_name"`
-	Created     bool      `json:"created"`
-	Fenced      bool      `json:"fenced"`
-}
-
 // Hosts holds the machine-independent activities of runtime hosts: allocation, durable
 // membership and host state, and the calls that reach other workflows.
 type Hosts struct {
 	Store   *store.Store
-	Leases  HostLeases
-	Members MemberControl
+	Leases  contract.HostLeases
+	Members contract.MemberControl
 }
 
 // AcquireHostInput names the session that needs its host, and the node it would start on.
@@ -75,20 +32,20 @@ type AcquireHostInput struct {
 // AcquireHost allocates (or finds) the session's runtime host and takes the session's lease
 // on it; the host's sandbox is ready when this returns. The runtime must run on the host's
 // node, which the lease names.
-func (h *Hosts) AcquireHost(ctx context.Context, in AcquireHostInput) (HostLease, error) {
+func (h *Hosts) AcquireHost(ctx context.Context, in AcquireHostInput) (contract.HostLease, error) {
 	hs, err := h.Store.GetHostSession(ctx, in.RuntimeSession)
 	if err != nil {
-		return HostLease{}, err
+		return contract.HostLease{}, err
 	}
 	alloc, err := h.Store.AllocateHost(ctx, store.AllocateRequest{AgentID: hs.AgentID, TemplateID: hs.TemplateID,
 		RuntimeSession: hs.RuntimeSessionID, Placement: domain.ResolvePlacement(hs.Config.Placement), Node: in.Node,
 		Sandboxed: hs.Config.Sandbox.Enabled, Compatibility: domain.CompatibilityFingerprint(hs.Config, ""),
 		SandboxName: func(host uuid.UUID) string { return SandboxName(hs.AgentID, host) }, At: time.Now()})
 	if errors.Is(err, store.ErrIncompatibleHost) {
-		return HostLease{}, contract.Fail(err.Error(), domain.ErrTypeIncompatibleHost, err)
+		return contract.HostLease{}, contract.Fail(err.Error(), domain.ErrTypeIncompatibleHost, err)
 	}
 	if err != nil {
-		return HostLease{}, err
+		return contract.HostLease{}, err
 	}
 	stop := heartbeat(ctx)
 	defer stop()
@@ -150,25 +107,16 @@ type LoadHostInput struct {
 	Host uuid.UUID `json:"host"`
 }
 
-// LoadHostResult is what the RuntimeHost workflow needs of its record.
-type LoadHostResult struct {
-	Node        string                  `json:"node"`
-	Placement   domain.Placement        `json:"placement"`
-	State       domain.RuntimeHostState `json:"state"`
-	SandboxName string                  `json:"sandbox_name"`
-	AgentID     uuid.UUID               `json:"agent_id"`
-}
-
 // LoadHost reads a runtime host.
-func (h *Hosts) LoadHost(ctx context.Context, in LoadHostInput) (LoadHostResult, error) {
+func (h *Hosts) LoadHost(ctx context.Context, in LoadHostInput) (contract.LoadHostResult, error) {
 	r, err := h.Store.GetRuntimeHost(ctx, in.Host)
 	if errors.Is(err, store.ErrNotFound) {
-		return LoadHostResult{}, contract.Fail(err.Error(), domain.ErrTypeHostScope, err)
+		return contract.LoadHostResult{}, contract.Fail(err.Error(), domain.ErrTypeHostScope, err)
 	}
 	if err != nil {
-		return LoadHostResult{}, err
+		return contract.LoadHostResult{}, err
 	}
-	return LoadHostResult{Node: r.Node, Placement: r.Placement, State: r.State, SandboxName: r.SandboxName, AgentID: r.AgentID}, nil
+	return contract.LoadHostResult{Node: r.Node, Placement: r.Placement, State: r.State, SandboxName: r.SandboxName, AgentID: r.AgentID}, nil
 }
 
 // MarkMemberInput records a member's state and, optionally, the host's.

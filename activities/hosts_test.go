@@ -20,8 +20,8 @@ import (
 // the RoomSession's retry policy tells apart.
 type busyLeases struct{}
 
-func (busyLeases) Acquire(context.Context, string, uuid.UUID, uuid.UUID) (activities.HostLease, error) {
-	return activities.HostLease{}, fmt.Errorf("acquire runtime host: %w",
+func (busyLeases) Acquire(context.Context, string, uuid.UUID, uuid.UUID) (contract.HostLease, error) {
+	return contract.HostLease{}, fmt.Errorf("acquire runtime host: %w",
 		contract.Fail("a host control is running", domain.ErrTypeHostBusy, nil))
 }
 func (busyLeases) Release(context.Context, string, uuid.UUID, uuid.UUID, domain.CheckpointReason) error {
@@ -29,7 +29,7 @@ func (busyLeases) Release(context.Context, string, uuid.UUID, uuid.UUID, domain.
 }
 func (busyLeases) Permit(context.Context, string, uuid.UUID, uuid.UUID) error   { return nil }
 func (busyLeases) Unpermit(context.Context, string, uuid.UUID, uuid.UUID) error { return nil }
-func (busyLeases) Replace(context.Context, string, activities.CommitHostReplacementInput) (bool, error) {
+func (busyLeases) Replace(context.Context, string, contract.CommitHostReplacementInput) (bool, error) {
 	return false, nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/checkpoint"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
@@ -144,7 +145,7 @@ func TestARetriedCaptureRepairsTheManifestToRecordCrashWindow(t *testing.T) {
 	v, err := env.ExecuteActivity(acts.CaptureCheckpoint, activities.CaptureCheckpointInput{Host: w.host.ID, ID: id,
 		Reason: domain.CheckpointBeforeStop})
 	require.NoError(t, err)
-	var out activities.CaptureCheckpointResult
+	var out contract.CaptureCheckpointResult
 	require.NoError(t, v.Get(&out))
 	rec, err := w.st.GetCheckpoint(ctx, id)
 	require.NoError(t, err)

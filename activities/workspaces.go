@@ -38,56 +38,40 @@ func (w *Workspaces) pause(ctx context.Context, point string) {
 
 func (w *Workspaces) exports() workspace.Exports { return workspace.NewExports(w.Layout) }
 
-// WorkspaceRef names a workspace with its immutable owner.
-type WorkspaceRef struct {
-	Workspace uuid.UUID `json:"workspace"`
-	Host      uuid.UUID `json:"host"`
-	Session   uuid.UUID `json:"session"`
-	// Export is the export the step creates, verifies, restores or deletes.
-	Export uuid.UUID `json:"export,omitempty"`
-}
-
-func refOf(ws domain.ManagedWorkspace, export uuid.UUID) WorkspaceRef {
-	return WorkspaceRef{Workspace: ws.ID, Host: ws.RuntimeHostID, Session: ws.RuntimeSessionID, Export: export}
-}
-
-// RemovalReport is a fresh removal inspection of one session workspace.
-type RemovalReport struct {
-	Repositories workspace.RepoInventory `json:"repositories"`
-	Blockers     []string                `json:"blockers"`
-	Bytes        int64                   `json:"bytes"`
+func refOf(ws domain.ManagedWorkspace, export uuid.UUID) contract.WorkspaceRef {
+	return contract.WorkspaceRef{Workspace: ws.ID, Host: ws.RuntimeHostID, Session: ws.RuntimeSessionID, Export: export}
 }
 
 // InspectRemoval inventories the repositories of the session workspace (bounded, read-only)
 // and lists what removing it would lose: uncommitted or unpushed work, or a repository that
 // could not be inspected.
-func (w *Workspaces) InspectRemoval(ctx context.Context, in WorkspaceRef) (RemovalReport, error) {
+func (w *Workspaces) InspectRemoval(ctx context.Context, in contract.WorkspaceRef) (contract.RemovalReport, error) {
 	paths, err := workspace.ManagedPaths(w.Layout, in.Host)
 	if err != nil {
-		return RemovalReport{}, err
+		return contract.RemovalReport{}, err
 	}
 	stop := heartbeat(ctx)
 	defer stop()
 	dir := paths.Session(in.Session)
 	if err := liveBytes(dir, in.Workspace); err != nil {
-		return RemovalReport{}, err
+		return contract.RemovalReport{}, err
 	}
 	inv, err := workspace.InspectRepositories(ctx, dir)
 	if err != nil {
-		return RemovalReport{}, fmt.Errorf("inspect repositories of workspace %s: %w", in.Workspace, err)
+		return contract.RemovalReport{}, fmt.Errorf("inspect repositories of workspace %s: %w", in.Workspace, err)
 	}
 	bytes, err := workspace.DirBytes(dir)
 	if err != nil {
-		return RemovalReport{}, err
+		return contract.RemovalReport{}, err
 	}
-	return RemovalReport{Repositories: inv, Blockers: inv.Blockers(), Bytes: bytes}, nil
+	return contract.RemovalReport{Repositories: inv, Blockers: inv.Blockers(), Bytes: bytes}, nil
 }
 
 // CreateExport copies the session workspace and the newest checkpoint generation that holds
 // the session (verified) into an immutable export under the id the operation recorded. An
 // exact retry verifies and returns the export already committed. The record returned is
 // derived from the export's manifest, so a retried publication is identical.
-func (w *Workspaces) CreateExport(ctx context.Context, in WorkspaceRef) (domain.WorkspaceExport, error) {
+func (w *Workspaces) CreateExport(ctx context.Context, in contract.WorkspaceRef) (domain.WorkspaceExport, error) {
 	if in.Export == uuid.Nil {
 		return domain.WorkspaceExport{}, contract.Fail("export id is required", domain.ErrTypeValidation, nil)
 	}
@@ -251,7 +235,7 @@ func (w *Workspaces) PruneExports(ctx context.Context, in PruneExportsInput) (in
 // RemoveSessionBytes removes the live session workspace, only after the export that
 // preserves it verifies byte for byte. Shared siblings are never touched; an absent
 // workspace is already removed.
-func (w *Workspaces) RemoveSessionBytes(ctx context.Context, in WorkspaceRef) error {
+func (w *Workspaces) RemoveSessionBytes(ctx context.Context, in contract.WorkspaceRef) error {
 	stop := heartbeat(ctx)
 	defer stop()
 	m, err := w.exports().Verify(in.Export)
@@ -275,7 +259,7 @@ func (w *Workspaces) RemoveSessionBytes(ctx context.Context, in WorkspaceRef) er
 // RestoreExport proves the export is this workspace's, then restores its checkpoint
 // generation (when the host lost it) and its workspace through a private staging directory.
 // The destination must not exist.
-func (w *Workspaces) RestoreExport(ctx context.Context, in WorkspaceRef) error {
+func (w *Workspaces) RestoreExport(ctx context.Context, in contract.WorkspaceRef) error {
 	rec, err := w.Store.GetWorkspaceExport(ctx, in.Export)
 	if errors.Is(err, store.ErrNotFound) {
 		return refuse("export %s has no record", in.Export)
@@ -340,7 +324,7 @@ func (w *Workspaces) RestoreExport(ctx context.Context, in WorkspaceRef) error {
 
 // DeleteExportBytes removes one export's bytes (an absent export is already removed); the
 // record's deleted_at follows.
-func (w *Workspaces) DeleteExportBytes(ctx context.Context, in WorkspaceRef) error {
+func (w *Workspaces) DeleteExportBytes(ctx context.Context, in contract.WorkspaceRef) error {
 	stop := heartbeat(ctx)
 	defer stop()
 	if err := w.exports().Remove(in.Export); err != nil {

@@ -12,19 +12,17 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/sandbox"
 	"github.com/jam-dev/jam/internal/store"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // HostControl is what the API needs of the RuntimeHost workflows (roomctl.Hosts).
 type HostControl interface {
-	Status(ctx context.Context, host uuid.UUID) (workflows.RuntimeHostStatus, bool, error)
-	Control(ctx context.Context, host uuid.UUID, req workflows.ControlRequest) (workflows.ControlResult, error)
-	Checkpoint(ctx context.Context, host uuid.UUID) (activities.CaptureCheckpointResult, error)
+	Status(ctx context.Context, host uuid.UUID) (contract.RuntimeHostStatus, bool, error)
+	Control(ctx context.Context, host uuid.UUID, req contract.ControlRequest) (contract.ControlResult, error)
+	Checkpoint(ctx context.Context, host uuid.UUID) (contract.CaptureCheckpointResult, error)
 }
 
 // hostControlTimeout bounds a host control: every member's teardown and one sandbox park or
@@ -45,7 +43,7 @@ type HostBody struct {
 	Compatibility string                  `json:"compatibility"`
 	Members       []HostMemberBody        `json:"members"`
 	// Lease is the RuntimeHost workflow's state; nil when it is not running or did not answer.
-	Lease *workflows.RuntimeHostStatus `json:"lease,omitempty"`
+	Lease *contract.RuntimeHostStatus `json:"lease,omitempty"`
 	// Capacity is the host's bytes (GET /v1/hosts/{id} only).
 	Capacity    *HostCapacityBody `json:"capacity,omitempty"`
 	WorkflowID  string            `json:"workflow_id"`
@@ -94,7 +92,7 @@ type SandboxInventoryBody struct {
 func (s *Server) hostBody(ctx context.Context, h domain.RuntimeHost) (HostBody, error) {
 	b := HostBody{ID: h.ID, AgentID: h.AgentID, TemplateID: h.TemplateID, Placement: h.Placement, State: h.State,
 		Node: h.Node, Sandboxed: h.Sandboxed, SandboxName: h.SandboxName, Compatibility: h.Compatibility,
-		Members: []HostMemberBody{}, WorkflowID: workflows.RuntimeHostID(h.ID), CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+		Members: []HostMemberBody{}, WorkflowID: contract.RuntimeHostID(h.ID), CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
 	b.WorkflowURL = s.workflowURL(b.WorkflowID)
 	members, err := s.cfg.Store.HostMembers(ctx, h.ID)
 	if err != nil {
@@ -187,7 +185,7 @@ func (s *Server) runHostControl(c *gin.Context, h domain.RuntimeHost, req HostCo
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), hostControlTimeout)
 	defer cancel()
-	res, err := s.cfg.Hosts.Control(ctx, h.ID, workflows.ControlRequest{Action: string(req.Action), DiscardChanges: req.DiscardChanges})
+	res, err := s.cfg.Hosts.Control(ctx, h.ID, contract.ControlRequest{Action: string(req.Action), DiscardChanges: req.DiscardChanges})
 	switch {
 	case contract.Is(err, domain.ErrTypeValidation):
 		return &Error{Status: http.StatusBadRequest, Code: domain.CodeValidation, Message: "the request was rejected: " + contract.RejectionText(err), Cause: err}
@@ -248,7 +246,7 @@ func (s *Server) sandboxInventory(c *gin.Context) error {
 		return err
 	}
 	var out sandbox.Inventory
-	run, err := s.askNode(c, node, workflows.SandboxInventoryID(node), workflows.SandboxInventoryTimeout, workflows.SandboxInventory, &out)
+	run, err := s.askNode(c, node, contract.SandboxInventoryID(node), contract.SandboxInventoryTimeout, contract.TypeSandboxInventory, &out)
 	if err != nil {
 		return err
 	}
@@ -333,7 +331,7 @@ func (s *Server) listCheckpoints(c *gin.Context) error {
 
 // ContinuityBody is the body of GET /v1/hosts/{id}/continuity.
 type ContinuityBody struct {
-	activities.ContinuityReport
+	contract.ContinuityReport
 	WorkflowID string `json:"workflow_id"`
 }
 
@@ -347,9 +345,9 @@ func (s *Server) hostContinuity(c *gin.Context) error {
 	if !h.Sandboxed {
 		return domain.Refuse("runtime host %s has no managed provider state", h.ID)
 	}
-	var out activities.ContinuityReport
-	run, err := s.askNodeWith(c, h.Node, workflows.ContinuityInspectionID(h.ID), workflows.ContinuityInspectionTimeout,
-		workflows.ContinuityInspection, workflows.HostProbeInput{Node: h.Node, Host: h.ID}, &out)
+	var out contract.ContinuityReport
+	run, err := s.askNodeWith(c, h.Node, contract.ContinuityInspectionID(h.ID), contract.ContinuityInspectionTimeout,
+		contract.TypeContinuityInspection, contract.HostProbeInput{Node: h.Node, Host: h.ID}, &out)
 	if err != nil {
 		return err
 	}
@@ -397,8 +395,8 @@ func (s *Server) startFresh(c *gin.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), resetTimeout)
 	defer cancel()
 	var out domain.ContinuityReset
-	err = s.runOperation(ctx, workflows.ContinuityResetID(h.ID), workflows.ContinuityReset,
-		workflows.ContinuityResetInput{Host: h.ID, Node: h.Node, EvidenceChecksum: req.EvidenceChecksum}, &out)
+	err = s.runOperation(ctx, contract.ContinuityResetID(h.ID), contract.TypeContinuityReset,
+		contract.ContinuityResetInput{Host: h.ID, Node: h.Node, EvidenceChecksum: req.EvidenceChecksum}, &out)
 	var unavailable *Error
 	switch {
 	case errors.As(err, &unavailable):
@@ -421,7 +419,7 @@ func (s *Server) startFresh(c *gin.Context) error {
 // a failed one may be started again. A workflow service that cannot be reached is an *Error.
 func (s *Server) runOperation(ctx context.Context, id string, wf, in, out any) error {
 	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: id, TaskQueue: workflows.TaskQueue,
+		ID: id, TaskQueue: contract.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}, wf, in)
@@ -465,8 +463,8 @@ func (s *Server) deleteCheckpointPayload(c *gin.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), hostControlTimeout)
 	defer cancel()
 	var out domain.CheckpointDeletion
-	err = s.runOperation(ctx, workflows.CheckpointDeletionID(cid), workflows.CheckpointDeletion,
-		workflows.CheckpointDeletionInput{Checkpoint: cid, Host: h.ID, Node: h.Node}, &out)
+	err = s.runOperation(ctx, contract.CheckpointDeletionID(cid), contract.TypeCheckpointDeletion,
+		contract.CheckpointDeletionInput{Checkpoint: cid, Host: h.ID, Node: h.Node}, &out)
 	var unavailable *Error
 	switch {
 	case errors.As(err, &unavailable):

@@ -13,10 +13,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // NodeBody is a node with the age of its last heartbeat.
@@ -41,16 +40,16 @@ type NodeList struct {
 
 // NodeProbeBody is the body of POST /v1/nodes/{name}/probe.
 type NodeProbeBody struct {
-	Report     activities.NodeReport `json:"report"`
-	WorkflowID string                `json:"workflow_id"`
-	RunID      string                `json:"run_id"`
+	Report     contract.NodeReport `json:"report"`
+	WorkflowID string              `json:"workflow_id"`
+	RunID      string              `json:"run_id"`
 }
 
 func nodeBody(n domain.Node, now time.Time) NodeBody {
 	age := now.Sub(n.HeartbeatAt)
 	return NodeBody{
 		Name: n.Name, Hostname: n.Hostname, PID: n.PID, Version: n.Version, DataDir: n.DataDir,
-		TaskQueue: workflows.NodeTaskQueue(n.Name), StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt,
+		TaskQueue: contract.NodeTaskQueue(n.Name), StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt,
 		HeartbeatAgeSeconds: max(0, age.Round(time.Millisecond).Seconds()), Stale: age > domain.NodeStaleAfter,
 	}
 }
@@ -104,8 +103,8 @@ func (s *Server) probeNode(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	var report activities.NodeReport
-	run, err := s.askNode(c, n.Name, workflows.NodeProbeID(n.Name), workflows.NodeProbeTimeout, workflows.NodeProbe, &report)
+	var report contract.NodeReport
+	run, err := s.askNode(c, n.Name, contract.NodeProbeID(n.Name), contract.NodeProbeTimeout, contract.TypeNodeProbe, &report)
 	if err != nil {
 		return err
 	}
@@ -117,7 +116,7 @@ func (s *Server) probeNode(c *gin.Context) error {
 // for its answer into out, within bound plus a margin. A node that does not answer is 504; a
 // node that answers with a failure is 502.
 func (s *Server) askNode(c *gin.Context, node, id string, bound time.Duration, wf any, out any) (client.WorkflowRun, error) {
-	return s.askNodeWith(c, node, id, bound, wf, workflows.NodeProbeInput{Node: node}, out)
+	return s.askNodeWith(c, node, id, bound, wf, contract.NodeProbeInput{Node: node}, out)
 }
 
 // askNodeWith is askNode for a question workflow that takes its own input.
@@ -126,7 +125,7 @@ func (s *Server) askNodeWith(c *gin.Context, node, id string, bound time.Duratio
 	defer cancel()
 	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       id,
-		TaskQueue:                workflows.TaskQueue,
+		TaskQueue:                contract.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowExecutionTimeout: 2 * bound,

@@ -6,10 +6,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/sandbox"
 	"github.com/jam-dev/jam/internal/store"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // SandboxSupportBody is the body of GET /v1/sandbox/support.
@@ -26,7 +26,7 @@ func (s *Server) sandboxSupport(c *gin.Context) error {
 		return err
 	}
 	var out sandbox.Support
-	run, err := s.askNode(c, node, workflows.SandboxProbeID(node), workflows.SandboxProbeTimeout, workflows.SandboxProbe, &out)
+	run, err := s.askNode(c, node, contract.SandboxProbeID(node), contract.SandboxProbeTimeout, contract.TypeSandboxProbe, &out)
 	if err != nil {
 		return err
 	}

@@ -14,13 +14,12 @@ import (
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // SessionControl is what the API needs of the RoomSession workflows (roomctl.Starter).
 type SessionControl interface {
-	State(ctx context.Context, session uuid.UUID) (workflows.RoomSessionStatus, error)
-	Update(ctx context.Context, session uuid.UUID, name string, arg any) (workflows.RoomSessionStatus, error)
+	State(ctx context.Context, session uuid.UUID) (contract.RoomSessionStatus, error)
+	Update(ctx context.Context, session uuid.UUID, name string, arg any) (contract.RoomSessionStatus, error)
 	Poke(ctx context.Context, b domain.Binding) error
 	// Retry tells a session held in a permanent start failure that something changed.
 	Retry(ctx context.Context, session uuid.UUID, reason string) error
@@ -103,7 +102,7 @@ func (s *Server) sessionBody(h domain.HostSession) SessionBody {
 		RoomID: h.RoomID, Alias: h.Alias, Presence: domain.PresenceUnknown, Removed: h.Removed,
 		DesiredGeneration: h.DesiredGeneration, EffectiveGeneration: h.EffectiveGeneration, PendingChange: h.PendingChange,
 		ProviderSessionID: h.ProviderSessionID, ProviderVersion: h.ProviderVersion, Failure: h.Failure,
-		WorkflowID: workflows.RoomSessionID(h.RuntimeSessionID),
+		WorkflowID: contract.RoomSessionID(h.RuntimeSessionID),
 		Config:     h.Config, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
 	b.WorkflowURL = s.workflowURL(b.WorkflowID)
 	return b
@@ -134,7 +133,7 @@ func (s *Server) withState(ctx context.Context, b *SessionBody) {
 	s.applyState(b, st)
 }
 
-func (s *Server) applyState(b *SessionBody, st workflows.RoomSessionStatus) {
+func (s *Server) applyState(b *SessionBody, st contract.RoomSessionStatus) {
 	b.Presence, b.Phase = st.Presence, st.Phase
 	rb := &RuntimeBody{Node: st.Node, Generation: st.Generation, PID: st.PID, InTurn: st.InTurn, Held: st.Held,
 		Turns: st.Turns, IdleSecs: st.IdleSecs, LastError: st.LastError, Host: st.Host, Sandbox: st.Sandbox}
@@ -208,12 +207,12 @@ func (s *Server) stopSession(c *gin.Context) error {
 	if req.Reason == "" {
 		req.Reason = string(domain.StopOperator)
 	}
-	return s.controlSession(c, workflows.UpdateStop, workflows.StopRequest{Reason: req.Reason})
+	return s.controlSession(c, contract.UpdateStop, contract.StopRequest{Reason: req.Reason})
 }
 
 // restartSession tears exactly one room's runtime down and brings it back live.
 func (s *Server) restartSession(c *gin.Context) error {
-	return s.controlSession(c, workflows.UpdateRestart, workflows.RestartRequest{})
+	return s.controlSession(c, contract.UpdateRestart, contract.RestartRequest{})
 }
 
 func (s *Server) controlSession(c *gin.Context, name string, arg any) error {
@@ -227,7 +226,7 @@ func (s *Server) controlSession(c *gin.Context, name string, arg any) error {
 	if h.Removed {
 		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the session's room binding was removed; re-add the agent to the room first"}
 	}
-	if name == workflows.UpdateRestart {
+	if name == contract.UpdateRestart {
 		a, err := s.cfg.Store.GetAgent(c.Request.Context(), h.AgentID)
 		if err != nil {
 			return err

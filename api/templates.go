@@ -13,10 +13,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // TemplateBody is a runtime template: its identity and generations beside its configuration
@@ -163,12 +162,12 @@ func (s *Server) saveTemplate(c *gin.Context) error {
 		c.JSON(http.StatusOK, body)
 		return nil
 	}
-	id := workflows.TemplateApplyID(saved.ID, saved.DesiredGeneration)
+	id := contract.TemplateApplyID(saved.ID, saved.DesiredGeneration)
 	if _, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: id, TaskQueue: workflows.TaskQueue,
+		ID: id, TaskQueue: contract.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.TemplateApply, activities.TemplateApplyInput{Template: saved.ID, Generation: saved.DesiredGeneration}); err != nil {
+	}, contract.TypeTemplateApply, contract.TemplateApplyInput{Template: saved.ID, Generation: saved.DesiredGeneration}); err != nil {
 		// The save and its requested changes are durable; saving again (a newer generation,
 		// which supersedes this one) applies it.
 		return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable,

@@ -13,11 +13,9 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // workspaceOpWait is how long a workspace operation request waits for the result before it
@@ -93,7 +91,7 @@ func (s *Server) getWorkspace(c *gin.Context) error {
 		return err
 	}
 	ctx := c.Request.Context()
-	b := WorkspaceBody{ManagedWorkspace: ws, WorkflowID: workflows.WorkspaceOpID(ws.ID)}
+	b := WorkspaceBody{ManagedWorkspace: ws, WorkflowID: contract.WorkspaceOpID(ws.ID)}
 	if b.Exports, err = s.cfg.Store.ListWorkspaceExports(ctx, ws.ID); err != nil {
 		return err
 	}
@@ -123,19 +121,19 @@ func (s *Server) getWorkspace(c *gin.Context) error {
 }
 
 // measureHost asks the host's node for its bytes, briefly; ok=false when it did not answer.
-func (s *Server) measureHost(ctx context.Context, h domain.RuntimeHost) (activities.HostCapacity, bool) {
-	var out activities.HostCapacity
+func (s *Server) measureHost(ctx context.Context, h domain.RuntimeHost) (contract.HostCapacity, bool) {
+	var out contract.HostCapacity
 	if s.cfg.Temporal == nil || h.State == domain.HostRemoved {
 		return out, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
 	defer cancel()
 	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.HostMeasureID(h.ID), TaskQueue: workflows.TaskQueue,
+		ID: contract.HostMeasureID(h.ID), TaskQueue: contract.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowExecutionTimeout: 2 * workflows.HostMeasureTimeout,
-	}, workflows.HostMeasure, workflows.HostProbeInput{Node: h.Node, Host: h.ID})
+		WorkflowExecutionTimeout: 2 * contract.HostMeasureTimeout,
+	}, contract.TypeHostMeasure, contract.HostProbeInput{Node: h.Node, Host: h.ID})
 	if err != nil {
 		return out, false
 	}
@@ -177,10 +175,10 @@ func (s *Server) inspectRemoval(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	var out activities.RemovalReport
-	_, err = s.askNodeWith(c, h.Node, workflows.RemovalInspectionID(ws.ID), workflows.RemovalInspectionTimeout,
-		workflows.RemovalInspection, workflows.RemovalInspectionInput{Node: h.Node,
-			Ref: activities.WorkspaceRef{Workspace: ws.ID, Host: ws.RuntimeHostID, Session: ws.RuntimeSessionID}}, &out)
+	var out contract.RemovalReport
+	_, err = s.askNodeWith(c, h.Node, contract.RemovalInspectionID(ws.ID), contract.RemovalInspectionTimeout,
+		contract.TypeRemovalInspection, contract.RemovalInspectionInput{Node: h.Node,
+			Ref: contract.WorkspaceRef{Workspace: ws.ID, Host: ws.RuntimeHostID, Session: ws.RuntimeSessionID}}, &out)
 	if err != nil {
 		return err
 	}
@@ -198,7 +196,7 @@ func (s *Server) workspaceOp(action domain.WorkspaceAction) func(c *gin.Context)
 		if err := decodeJSON(c, &req); err != nil {
 			return err
 		}
-		in := workflows.WorkspaceOpInput{Action: action}
+		in := contract.WorkspaceOpInput{Action: action}
 		var v domain.Validations
 		switch action {
 		case domain.WorkspaceActionArchive:
@@ -234,15 +232,15 @@ func (s *Server) workspaceOp(action domain.WorkspaceAction) func(c *gin.Context)
 
 // startWorkspaceOp starts WorkspaceOp:<workspace> (conflict policy FAIL: a second
 // operation on the workspace is a 409) and waits a while for its result.
-func (s *Server) startWorkspaceOp(c *gin.Context, in workflows.WorkspaceOpInput) error {
-	id := workflows.WorkspaceOpID(in.Workspace)
+func (s *Server) startWorkspaceOp(c *gin.Context, in contract.WorkspaceOpInput) error {
+	id := contract.WorkspaceOpID(in.Workspace)
 	run, err := s.cfg.Temporal.ExecuteWorkflow(c.Request.Context(), client.StartWorkflowOptions{
-		ID: id, TaskQueue: workflows.TaskQueue,
+		ID: id, TaskQueue: contract.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		// Without it the SDK answers a conflict with the running workflow's handle.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, workflows.WorkspaceOp, in)
+	}, contract.TypeWorkspaceOp, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &started):
@@ -253,7 +251,7 @@ func (s *Server) startWorkspaceOp(c *gin.Context, in workflows.WorkspaceOpInput)
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), workspaceOpWait)
 	defer cancel()
-	var out workflows.WorkspaceOpResult
+	var out contract.WorkspaceOpResult
 	err = run.Get(ctx, &out)
 	body := WorkspaceOpBody{WorkflowID: id}
 	var deadline *serviceerror.DeadlineExceeded
@@ -298,7 +296,7 @@ type CleanupRequest struct {
 
 // CleanupInspectionBody is the body of GET /v1/hosts/{id}/cleanup.
 type CleanupInspectionBody struct {
-	activities.CleanupReport
+	contract.CleanupReport
 	CanCleanup bool                         `json:"can_cleanup"`
 	Cleanup    *domain.HostCleanupOperation `json:"cleanup,omitempty"`
 	WorkflowID string                       `json:"workflow_id"`
@@ -311,20 +309,20 @@ func (s *Server) inspectHostCleanup(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	body := CleanupInspectionBody{WorkflowID: workflows.HostCleanupID(h.ID)}
+	body := CleanupInspectionBody{WorkflowID: contract.HostCleanupID(h.ID)}
 	if op, err := s.cfg.Store.HostCleanupOfHost(c.Request.Context(), h.ID); err == nil {
 		body.Cleanup = &op
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
 	if h.State == domain.HostRemoved {
-		body.CleanupReport = activities.CleanupReport{Host: h.ID, Blockers: []string{"the host is removed"}, Members: []activities.CleanupMember{}}
+		body.CleanupReport = contract.CleanupReport{Host: h.ID, Blockers: []string{"the host is removed"}, Members: []contract.CleanupMember{}}
 		c.JSON(http.StatusOK, body)
 		return nil
 	}
-	var rep activities.CleanupReport
-	if _, err := s.askNodeWith(c, h.Node, workflows.CleanupInspectionID(h.ID), workflows.CleanupInspectionTimeout,
-		workflows.CleanupInspection, workflows.HostProbeInput{Node: h.Node, Host: h.ID}, &rep); err != nil {
+	var rep contract.CleanupReport
+	if _, err := s.askNodeWith(c, h.Node, contract.CleanupInspectionID(h.ID), contract.CleanupInspectionTimeout,
+		contract.TypeCleanupInspection, contract.HostProbeInput{Node: h.Node, Host: h.ID}, &rep); err != nil {
 		return err
 	}
 	body.CleanupReport, body.CanCleanup = rep, len(rep.Blockers) == 0
@@ -348,14 +346,14 @@ func (s *Server) cleanupHost(c *gin.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), hostControlTimeout)
 	defer cancel()
-	var out workflows.HostCleanupResult
+	var out contract.HostCleanupResult
 	// Every run resumes the host's recorded cleanup (or finds it finished), so a new run
 	// after a completed one is safe — and needed once a restore revived the host.
 	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.HostCleanupID(h.ID), TaskQueue: workflows.TaskQueue,
+		ID: contract.HostCleanupID(h.ID), TaskQueue: contract.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.HostCleanup, workflows.HostCleanupInput{Host: h.ID, Node: h.Node, ConfirmPermanent: true})
+	}, contract.TypeHostCleanup, contract.HostCleanupInput{Host: h.ID, Node: h.Node, ConfirmPermanent: true})
 	if err != nil {
 		err = &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
 	} else {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/api/client"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
-	"github.com/jam-dev/jam/workflows"
 )
 
 const devNode = "itest-node"
@@ -114,7 +114,7 @@ func TestDevServesAPIUIAndWorkerAndKeepsDataAcrossRestart(t *testing.T) {
 	if err := d.client.Do(ctx, http.MethodPost, "/v1/nodes/"+devNode+"/probe", nil, &probe); err != nil {
 		t.Fatal(err)
 	}
-	if probe.Report.Node != devNode || probe.Report.PID != d.proc.cmd.Process.Pid || probe.WorkflowID != workflows.NodeProbeID(devNode) {
+	if probe.Report.Node != devNode || probe.Report.PID != d.proc.cmd.Process.Pid || probe.WorkflowID != contract.NodeProbeID(devNode) {
 		t.Fatalf("probe %+v", probe)
 	}
 

@@ -16,10 +16,10 @@ import (
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/api/client"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // TestRecordWorkflowHistories records event histories of Jam's long-lived workflows as the
@@ -67,7 +67,7 @@ func TestRecordWorkflowHistories(t *testing.T) {
 		}
 	}
 	awaitPhase(t, c, session, domain.PhaseRetired, 30*time.Second)
-	save("roomsession-native", workflows.RoomSessionID(session))
+	save("roomsession-native", contract.RoomSessionID(session))
 
 	// A room whose runtime cannot start (a transport with no adapter).
 	var broken api.AgentBody
@@ -79,7 +79,7 @@ func TestRecordWorkflowHistories(t *testing.T) {
 		s := getSession(t, c, session2)
 		return s.Runtime != nil && s.Runtime.LastError != ""
 	})
-	save("roomsession-start-failure", workflows.RoomSessionID(session2))
+	save("roomsession-start-failure", contract.RoomSessionID(session2))
 
 	// A sandboxed room on a Dedicated host: lease, permit, turn, idle reap and park.
 	sandboxed := sandboxedAgent(t, c, "boxed", domain.PlacementDedicated)
@@ -95,8 +95,8 @@ func TestRecordWorkflowHistories(t *testing.T) {
 		must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+hosts[0].ID.String(), nil, &h))
 		return h.State == domain.HostParked
 	})
-	save("roomsession-sandboxed", workflows.RoomSessionID(session3))
-	save("runtimehost-dedicated", workflows.RuntimeHostID(hosts[0].ID))
+	save("roomsession-sandboxed", contract.RoomSessionID(session3))
+	save("runtimehost-dedicated", contract.RuntimeHostID(hosts[0].ID))
 }
 
 // writeHistory writes the latest run's history of a workflow as the JSON the Temporal CLI

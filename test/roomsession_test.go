@@ -16,10 +16,10 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // An owned agent's rooms under `jam dev`, through the HTTP API only: dormant until messaged,
@@ -51,7 +51,7 @@ func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
 	wg.Wait()
 	t.Logf("bound 200 rooms in %s", time.Since(start).Round(time.Millisecond))
 	s := awaitPresence(t, c, session, domain.PresenceDormant, 10*time.Second)
-	if s.WorkflowID != workflows.RoomSessionID(session) || !strings.Contains(s.WorkflowURL, "/workflows/"+s.WorkflowID) {
+	if s.WorkflowID != contract.RoomSessionID(session) || !strings.Contains(s.WorkflowURL, "/workflows/"+s.WorkflowID) {
 		t.Fatalf("session workflow id %q url %q", s.WorkflowID, s.WorkflowURL)
 	}
 	if got := providerChildren(t, pid, exe); len(got) != 0 {
@@ -161,7 +161,7 @@ func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
 	// Deleting the agent stops every runtime first and ends its session workflows.
 	must(t, c.Do(ctx, http.MethodDelete, "/v1/agents/"+agent.ID.String(), nil, nil))
 	awaitChildren(t, pid, exe, 0, 10*time.Second)
-	desc, err := tc.DescribeWorkflowExecution(ctx, workflows.RoomSessionID(siblingSession), "")
+	desc, err := tc.DescribeWorkflowExecution(ctx, contract.RoomSessionID(siblingSession), "")
 	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("sibling session workflow after the agent's deletion: %v %v", desc.GetWorkflowExecutionInfo().GetStatus(), err)
 	}
@@ -176,7 +176,7 @@ func acceptedUpdates(t *testing.T, tc client.Client, session uuid.UUID) int {
 // historyCount counts the events of one type in the current run of a session's workflow.
 func historyCount(t *testing.T, tc client.Client, session uuid.UUID, typ enumspb.EventType) int {
 	t.Helper()
-	it := tc.GetWorkflowHistory(context.Background(), workflows.RoomSessionID(session), "", false,
+	it := tc.GetWorkflowHistory(context.Background(), contract.RoomSessionID(session), "", false,
 		enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	n := 0
 	for it.HasNext() {

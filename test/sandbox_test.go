@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // The node's own worker classifies its sbx through the API and the CLI; a node without sbx
@@ -25,7 +25,7 @@ func TestSandboxSupportIsAskedOfTheNodeAndNeverBlocksHostNativeAgents(t *testing
 	var got api.SandboxSupportBody
 	must(t, d.client.Do(ctx, http.MethodGet, "/v1/sandbox/support", nil, &got))
 	if got.Node != devNode || got.Support.Status != domain.SandboxDaemonDown || got.Support.Version != "0.38.0" ||
-		!strings.Contains(got.Support.Detail, "daemon") || got.WorkflowID != workflows.SandboxProbeID(devNode) {
+		!strings.Contains(got.Support.Detail, "daemon") || got.WorkflowID != contract.SandboxProbeID(devNode) {
 		t.Fatalf("support %+v", got)
 	}
 	if took := time.Since(start); took > 12*time.Second {

@@ -17,10 +17,10 @@ import (
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/api/client"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // sandboxEnv is a jam dev whose node drives the fake sbx (state and command log in dirs).
@@ -104,9 +104,9 @@ func hostsOf(t *testing.T, c *client.Client, agent uuid.UUID) []api.HostBody {
 	return l.Items
 }
 
-func control(t *testing.T, c *client.Client, host uuid.UUID, action domain.HostAction) workflows.ControlResult {
+func control(t *testing.T, c *client.Client, host uuid.UUID, action domain.HostAction) contract.ControlResult {
 	t.Helper()
-	var res workflows.ControlResult
+	var res contract.ControlResult
 	must(t, c.Do(context.Background(), http.MethodPost, "/v1/hosts/"+host.String()+"/control", api.HostControlRequest{Action: action}, &res))
 	return res
 }
@@ -196,7 +196,7 @@ func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
 	// A message wakes one room; restart brings back only the live member.
 	awaitReply(t, c, postText(t, c, room1.ID, "back?"), 60*time.Second)
 	res = control(t, c, host.ID, domain.HostRestart)
-	live := map[uuid.UUID]workflows.ControlMember{}
+	live := map[uuid.UUID]contract.ControlMember{}
 	for _, m := range res.Members {
 		live[m.RuntimeSession] = m
 	}
@@ -325,7 +325,7 @@ func TestDedicatedHostsAreIsolatedPerSessionAndParkWhenIdle(t *testing.T) {
 	}
 
 	// Room-scoped reset of the live Dedicated session: destroyed once, back in a new one.
-	var res workflows.ControlResult
+	var res contract.ControlResult
 	must(t, c.Do(context.Background(), http.MethodPost, "/v1/sessions/"+s2.String()+"/reset-sandbox", nil, &res))
 	if !res.SandboxDestroyed || len(res.Members) != 1 || !res.Members[0].WasLive || e.commands(t, "rm", ids[s2].SandboxName) != 1 {
 		t.Fatalf("reset %+v", res)

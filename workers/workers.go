@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/contract"
@@ -113,8 +114,8 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	stickyCacheOnce.Do(func() { worker.SetStickyWorkflowCacheSize(stickyCacheSize) })
 	opts := worker.Options{WorkerStopTimeout: cfg.StopTimeout}
 	w := &Workers{
-		shared: worker.New(cfg.Client, workflows.TaskQueue, opts),
-		node:   worker.New(cfg.Client, workflows.NodeTaskQueue(cfg.Node), opts),
+		shared: worker.New(cfg.Client, contract.TaskQueue, opts),
+		node:   worker.New(cfg.Client, contract.NodeTaskQueue(cfg.Node), opts),
 		fatal:  make(chan error, 1),
 	}
 	w.permissions = permission.New(cfg.Store, cfg.Logger.With("component", "permissions"))
@@ -126,8 +127,8 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		if err := cfg.Store.RecordRuntimeExit(ctx, exit.RuntimeSession, exit.Generation, exit.Reason, time.Now()); err != nil {
 			cfg.Logger.Warn("record runtime exit", "runtime_session", exit.RuntimeSession, "error", err)
 		}
-		err := cfg.Client.SignalWorkflow(ctx, workflows.RoomSessionID(exit.RuntimeSession), "", workflows.SignalRuntimeExited,
-			workflows.RuntimeExitedSignal{Generation: exit.Generation, Reason: exit.Reason})
+		err := cfg.Client.SignalWorkflow(ctx, contract.RoomSessionID(exit.RuntimeSession), "", contract.SignalRuntimeExited,
+			contract.RuntimeExitedSignal{Generation: exit.Generation, Reason: exit.Reason})
 		if err != nil && !contract.IsNotFound(err) {
 			cfg.Logger.Warn("signal runtime exit", "runtime_session", exit.RuntimeSession, "error", err)
 		}
@@ -156,18 +157,18 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		cfg.Logger.Warn("reconcile schedule", "error", err)
 	}
 	if err := w.shared.Start(); err != nil {
-		return nil, fmt.Errorf("start worker for queue %s: %w", workflows.TaskQueue, err)
+		return nil, fmt.Errorf("start worker for queue %s: %w", contract.TaskQueue, err)
 	}
 	if err := w.node.Start(); err != nil {
 		w.shared.Stop()
-		return nil, fmt.Errorf("start worker for queue %s: %w", workflows.NodeTaskQueue(cfg.Node), err)
+		return nil, fmt.Errorf("start worker for queue %s: %w", contract.NodeTaskQueue(cfg.Node), err)
 	}
 
 	beatCtx, cancel := context.WithCancel(context.Background())
 	w.stopBeat, w.beatDone = cancel, make(chan struct{})
 	go w.heartbeat(beatCtx, cfg, node)
 	cfg.Logger.Info("workers started", "node", cfg.Node,
-		"queues", []string{workflows.TaskQueue, workflows.NodeTaskQueue(cfg.Node)})
+		"queues", []string{contract.TaskQueue, contract.NodeTaskQueue(cfg.Node)})
 	return w, nil
 }
 
@@ -186,24 +187,34 @@ func startProcessGroups(ctx context.Context, dir string, log *slog.Logger) (*pro
 	return rec, nil
 }
 
+// Workflows maps each workflow type name the contract starts (contract.Type*) to its code;
+// registering by these names keeps what clients start and what workers run the same.
+func Workflows() map[string]any {
+	return map[string]any{
+		contract.TypeNodeProbe:            workflows.NodeProbe,
+		contract.TypeRoomSession:          workflows.RoomSession,
+		contract.TypeRuntimeHost:          workflows.RuntimeHost,
+		contract.TypeReconcile:            workflows.Reconcile,
+		contract.TypeSandboxProbe:         workflows.SandboxProbe,
+		contract.TypeSandboxInventory:     workflows.SandboxInventory,
+		contract.TypeContinuityInspection: workflows.ContinuityInspection,
+		contract.TypeContinuityReset:      workflows.ContinuityReset,
+		contract.TypeCheckpointDeletion:   workflows.CheckpointDeletion,
+		contract.TypeWorkspaceOp:          workflows.WorkspaceOp,
+		contract.TypeTemplateApply:        workflows.TemplateApply,
+		contract.TypeHostCleanup:          workflows.HostCleanup,
+		contract.TypeHostMeasure:          workflows.HostMeasure,
+		contract.TypeCleanupInspection:    workflows.CleanupInspection,
+		contract.TypeRemovalInspection:    workflows.RemovalInspection,
+	}
+}
+
 // registerShared registers every workflow and the machine-independent activities; they all
 // run on the shared queue.
 func registerShared(w worker.Registry, st *store.Store, c client.Client, l activities.Lifecycle) {
-	w.RegisterWorkflow(workflows.NodeProbe)
-	w.RegisterWorkflow(workflows.RoomSession)
-	w.RegisterWorkflow(workflows.RuntimeHost)
-	w.RegisterWorkflow(workflows.Reconcile)
-	w.RegisterWorkflow(workflows.SandboxProbe)
-	w.RegisterWorkflow(workflows.SandboxInventory)
-	w.RegisterWorkflow(workflows.ContinuityInspection)
-	w.RegisterWorkflow(workflows.ContinuityReset)
-	w.RegisterWorkflow(workflows.CheckpointDeletion)
-	w.RegisterWorkflow(workflows.WorkspaceOp)
-	w.RegisterWorkflow(workflows.TemplateApply)
-	w.RegisterWorkflow(workflows.HostCleanup)
-	w.RegisterWorkflow(workflows.HostMeasure)
-	w.RegisterWorkflow(workflows.CleanupInspection)
-	w.RegisterWorkflow(workflows.RemovalInspection)
+	for name, fn := range Workflows() {
+		w.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
+	}
 	w.RegisterActivity(&activities.WorkspaceRecords{Store: st})
 	w.RegisterActivity(&activities.Sessions{Store: st, Lifecycle: l})
 	hosts := &roomctl.Hosts{Client: c}

@@ -13,10 +13,10 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
 	"github.com/jam-dev/jam/internal/testsupport/teststore"
-	"github.com/jam-dev/jam/workflows"
 )
 
 func TestWorkersRegisterTheNodeAndKeepItsHeartbeatAlive(t *testing.T) {
@@ -127,7 +127,7 @@ func TestStopLetsRunningActivitiesFinish(t *testing.T) {
 	}
 	wf := func(ctx workflow.Context) error {
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue: workflows.NodeTaskQueue("n1"), StartToCloseTimeout: time.Minute,
+			TaskQueue: contract.NodeTaskQueue("n1"), StartToCloseTimeout: time.Minute,
 		})
 		return workflow.ExecuteActivity(ctx, "SlowTestActivity").Get(ctx, nil)
 	}

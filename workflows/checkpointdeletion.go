@@ -3,7 +3,6 @@ package workflows
 import (
 	"time"
 
-	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -12,18 +11,11 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 )
 
-// CheckpointDeletionInput names the checkpoint whose payload goes, on its host's node.
-type CheckpointDeletionInput struct {
-	Checkpoint uuid.UUID `json:"checkpoint"`
-	Host       uuid.UUID `json:"host"`
-	Node       string    `json:"node"`
-}
-
 // CheckpointDeletion deletes one checkpoint's payload when the retention inventory allows
 // it: it checks retention (fresh, on the node), persists Prepared before anything goes,
 // removes the payload, records PayloadRemoved (stamping the record's payload_deleted_at) and
 // Succeeded. The metadata record is never deleted. A replay resumes from the recorded stage.
-func CheckpointDeletion(ctx workflow.Context, in CheckpointDeletionInput) (domain.CheckpointDeletion, error) {
+func CheckpointDeletion(ctx workflow.Context, in contract.CheckpointDeletionInput) (domain.CheckpointDeletion, error) {
 	var h *activities.Hosts
 	var ck *activities.Checkpoints
 	ref := activities.CheckpointRef{Checkpoint: in.Checkpoint, Host: in.Host}
@@ -32,7 +24,7 @@ func CheckpointDeletion(ctx workflow.Context, in CheckpointDeletionInput) (domai
 		RetryPolicy:         contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second}),
 	})
 	node := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue: NodeTaskQueue(in.Node), ScheduleToStartTimeout: nodeScheduleToStart, StartToCloseTimeout: 10 * time.Minute,
+		TaskQueue: contract.NodeTaskQueue(in.Node), ScheduleToStartTimeout: nodeScheduleToStart, StartToCloseTimeout: 10 * time.Minute,
 		RetryPolicy: contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second, MaximumAttempts: 5}),
 	})
 	var rec *domain.CheckpointDeletion

@@ -13,13 +13,6 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 )
 
-// ContinuityResetInput is an operator's confirmed start-fresh of one runtime host.
-type ContinuityResetInput struct {
-	Host             uuid.UUID `json:"host"`
-	Node             string    `json:"node"`
-	EvidenceChecksum string    `json:"evidence_checksum"`
-}
-
 // ContinuityReset is the explicit "start fresh" of a runtime host whose continuity cannot be
 // honoured: fresh evidence is inspected and must match what the operator confirmed; the
 // immutable reset record (every session and binding mapped to a newly minted replacement) is
@@ -27,7 +20,7 @@ type ContinuityResetInput struct {
 // replacements, the source memberships go dormant, the source workspaces and finally the
 // source host are archived; the old session workflows end and the replacements start.
 // Nothing is deleted. Every step is idempotent, so a replay after a crash completes it once.
-func ContinuityReset(ctx workflow.Context, in ContinuityResetInput) (domain.ContinuityReset, error) {
+func ContinuityReset(ctx workflow.Context, in contract.ContinuityResetInput) (domain.ContinuityReset, error) {
 	var h *activities.Hosts
 	var ck *activities.Checkpoints
 	jam := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -40,8 +33,8 @@ func ContinuityReset(ctx workflow.Context, in ContinuityResetInput) (domain.Cont
 	}
 	reset := found.Reset
 	if !found.Found {
-		var rep activities.ContinuityReport
-		if err := workflow.ExecuteActivity(askNode(ctx, in.Node, ContinuityInspectionTimeout), ck.InspectContinuity,
+		var rep contract.ContinuityReport
+		if err := workflow.ExecuteActivity(askNode(ctx, in.Node, contract.ContinuityInspectionTimeout), ck.InspectContinuity,
 			activities.InspectContinuityInput{Host: in.Host}).Get(ctx, &rep); err != nil {
 			return domain.ContinuityReset{}, err
 		}

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/testsupport/teststore"
@@ -98,7 +99,7 @@ func TestAContinuityResetInterruptedAtEachStepCompletesExactlyOnce(t *testing.T)
 		env := suite.NewTestWorkflowEnvironment()
 		env.RegisterActivity(&activities.Hosts{Store: st, Members: members})
 		env.RegisterActivity(ck)
-		env.ExecuteWorkflow(ContinuityReset, ContinuityResetInput{Host: host, Node: "n1", EvidenceChecksum: report.EvidenceChecksum})
+		env.ExecuteWorkflow(ContinuityReset, contract.ContinuityResetInput{Host: host, Node: "n1", EvidenceChecksum: report.EvidenceChecksum})
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}

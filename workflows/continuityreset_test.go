@@ -36,9 +36,9 @@ func newResetEnv(t *testing.T) *resetEnv {
 			return activities.FindResetResult{Found: e.found, Reset: record}, nil
 		})
 	e.env.OnActivity(ck.InspectContinuity, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.InspectContinuityInput) (activities.ContinuityReport, error) {
+		func(context.Context, activities.InspectContinuityInput) (contract.ContinuityReport, error) {
 			e.ops = append(e.ops, "inspect")
-			return activities.ContinuityReport{Status: domain.ContinuityCorrupt, EvidenceChecksum: e.evidence, CanStartFresh: e.fresh}, nil
+			return contract.ContinuityReport{Status: domain.ContinuityCorrupt, EvidenceChecksum: e.evidence, CanStartFresh: e.fresh}, nil
 		})
 	e.env.OnActivity(h.PrepareReset, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.PrepareResetInput) (domain.ContinuityReset, error) {
@@ -67,7 +67,7 @@ func newResetEnv(t *testing.T) *resetEnv {
 
 func TestAResetPersistsItsRecordBeforeAnyChangeAndReplaysWithoutReinspecting(t *testing.T) {
 	e := newResetEnv(t)
-	e.env.ExecuteWorkflow(ContinuityReset, ContinuityResetInput{Host: uuid.New(), Node: "n1", EvidenceChecksum: "ev"})
+	e.env.ExecuteWorkflow(ContinuityReset, contract.ContinuityResetInput{Host: uuid.New(), Node: "n1", EvidenceChecksum: "ev"})
 	if err := e.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestAResetPersistsItsRecordBeforeAnyChangeAndReplaysWithoutReinspecting(t *
 	}
 	replay := newResetEnv(t)
 	replay.found = true
-	replay.env.ExecuteWorkflow(ContinuityReset, ContinuityResetInput{Host: uuid.New(), Node: "n1", EvidenceChecksum: "other"})
+	replay.env.ExecuteWorkflow(ContinuityReset, contract.ContinuityResetInput{Host: uuid.New(), Node: "n1", EvidenceChecksum: "other"})
 	if want := []string{"stop:operator", "apply", "retire", "wake"}; replay.env.GetWorkflowError() != nil || !equalOps(replay.ops, want) {
 		t.Fatalf("replay ops %v (%v), want %v", replay.ops, replay.env.GetWorkflowError(), want)
 	}
@@ -90,7 +90,7 @@ func TestAResetOnChangedEvidenceOrALiveRuntimeChangesNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newResetEnv(t)
 			mutate(e)
-			e.env.ExecuteWorkflow(ContinuityReset, ContinuityResetInput{Host: uuid.New(), Node: "n1", EvidenceChecksum: "ev"})
+			e.env.ExecuteWorkflow(ContinuityReset, contract.ContinuityResetInput{Host: uuid.New(), Node: "n1", EvidenceChecksum: "ev"})
 			err := e.env.GetWorkflowError()
 			if !contract.Is(err, domain.ErrTypeEvidenceChanged) && !contract.Is(err, domain.ErrTypeNotResettable) {
 				t.Fatalf("error %v", err)
@@ -130,7 +130,7 @@ func TestACheckpointDeletionResumesFromItsRecordedStage(t *testing.T) {
 					ops = append(ops, "stage:"+string(in.Stage))
 					return domain.CheckpointDeletion{Stage: in.Stage}, nil
 				})
-			env.ExecuteWorkflow(CheckpointDeletion, CheckpointDeletionInput{Checkpoint: uuid.New(), Host: uuid.New(), Node: "n1"})
+			env.ExecuteWorkflow(CheckpointDeletion, contract.CheckpointDeletionInput{Checkpoint: uuid.New(), Host: uuid.New(), Node: "n1"})
 			if env.GetWorkflowError() != nil || !equalOps(ops, c.want) {
 				t.Fatalf("ops %v (%v), want %v", ops, env.GetWorkflowError(), c.want)
 			}

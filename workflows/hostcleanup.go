@@ -13,32 +13,15 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 )
 
-// HostCleanupInput is an operator's confirmed removal of one whole runtime host.
-type HostCleanupInput struct {
-	Host             uuid.UUID `json:"host"`
-	Node             string    `json:"node"`
-	ConfirmPermanent bool      `json:"confirm_permanent"`
-}
-
-// HostCleanupResult is the cleanup record and, when it was refused, the preflight.
-type HostCleanupResult struct {
-	Cleanup domain.HostCleanupOperation `json:"cleanup"`
-	Report  *activities.CleanupReport   `json:"report,omitempty"`
-}
-
-// CleanupInspectionTimeout bounds a preflight: an `sbx ls` (12 s), the verification of an
-// export per member, and the pickup.
-const CleanupInspectionTimeout = 10 * time.Minute
-
 // HostCleanup removes a runtime host whose every member is preserved: one cleanup per host,
 // Prepared (after a fresh preflight, with the planned and retained bytes, the host taken out
 // of service in the same transaction) → SandboxRemoved
 // (ownership-proven `sbx rm`; an absent sandbox counts) → RootRemoved (never before the
 // sandbox; an absent root counts) → Succeeded (host removed). Exports are never touched. A
 // replay resumes from the recorded stage.
-func HostCleanup(ctx workflow.Context, in HostCleanupInput) (HostCleanupResult, error) {
+func HostCleanup(ctx workflow.Context, in contract.HostCleanupInput) (contract.HostCleanupResult, error) {
 	if !in.ConfirmPermanent {
-		return HostCleanupResult{}, contract.Fail(
+		return contract.HostCleanupResult{}, contract.Fail(
 			"confirm_permanent must be true: the host's sandbox and files are removed for good", domain.ErrTypeValidation, nil)
 	}
 	var rec *activities.WorkspaceRecords
@@ -49,12 +32,12 @@ func HostCleanup(ctx workflow.Context, in HostCleanupInput) (HostCleanupResult, 
 		RetryPolicy:         contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second}),
 	})
 	node := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue: NodeTaskQueue(in.Node), StartToCloseTimeout: workspaceByteTimeout, HeartbeatTimeout: runtimeHeartbeat,
+		TaskQueue: contract.NodeTaskQueue(in.Node), StartToCloseTimeout: workspaceByteTimeout, HeartbeatTimeout: runtimeHeartbeat,
 		RetryPolicy: contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second}),
 	})
 	var cur *domain.HostCleanupOperation
 	if err := workflow.ExecuteActivity(jam, rec.FindCleanup, activities.HostRef{Host: in.Host}).Get(ctx, &cur); err != nil {
-		return HostCleanupResult{}, err
+		return contract.HostCleanupResult{}, err
 	}
 	stage := func(s activities.CleanupStageInput) error {
 		var op domain.HostCleanupOperation
@@ -65,21 +48,21 @@ func HostCleanup(ctx workflow.Context, in HostCleanupInput) (HostCleanupResult, 
 		return nil
 	}
 	if cur == nil {
-		var rep activities.CleanupReport
+		var rep contract.CleanupReport
 		if err := workflow.ExecuteActivity(node, w.InspectCleanup, activities.HostRef{Host: in.Host}).Get(ctx, &rep); err != nil {
-			return HostCleanupResult{}, err
+			return contract.HostCleanupResult{}, err
 		}
 		if len(rep.Blockers) > 0 {
-			return HostCleanupResult{Report: &rep}, contract.Fail(
+			return contract.HostCleanupResult{Report: &rep}, contract.Fail(
 				"host cleanup is blocked: "+strings.Join(rep.Blockers, "; "), domain.ErrTypeCleanupBlocked, nil, rep)
 		}
 		var id uuid.UUID
 		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.New() }).Get(&id); err != nil {
-			return HostCleanupResult{}, err
+			return contract.HostCleanupResult{}, err
 		}
 		if err := stage(activities.CleanupStageInput{ID: id, Host: in.Host, Stage: domain.CleanupPrepared,
 			PlannedRuntimeHostBytes: rep.PlannedRuntimeHostBytes, RetainedExportBytes: rep.RetainedExportBytes}); err != nil {
-			return HostCleanupResult{}, err
+			return contract.HostCleanupResult{}, err
 		}
 	}
 	checkQuiet := func() error {
@@ -87,74 +70,61 @@ func HostCleanup(ctx workflow.Context, in HostCleanupInput) (HostCleanupResult, 
 	}
 	if cur.Stage == domain.CleanupPrepared {
 		if err := checkQuiet(); err != nil {
-			return HostCleanupResult{Cleanup: *cur}, err
+			return contract.HostCleanupResult{Cleanup: *cur}, err
 		}
 		if err := workflow.ExecuteActivity(node, sb.RemoveSandbox, activities.HostSandboxInput{Host: in.Host}).Get(ctx, nil); err != nil &&
 			!contract.Is(err, domain.ErrTypeNoSandbox) {
-			return HostCleanupResult{Cleanup: *cur}, err
+			return contract.HostCleanupResult{Cleanup: *cur}, err
 		}
 		if err := stage(activities.CleanupStageInput{ID: cur.ID, Host: in.Host, Stage: domain.CleanupSandboxRemoved}); err != nil {
-			return HostCleanupResult{Cleanup: *cur}, err
+			return contract.HostCleanupResult{Cleanup: *cur}, err
 		}
 	}
 	if cur.Stage == domain.CleanupSandboxRemoved {
 		if err := checkQuiet(); err != nil {
-			return HostCleanupResult{Cleanup: *cur}, err
+			return contract.HostCleanupResult{Cleanup: *cur}, err
 		}
 		var removed int64
 		if err := workflow.ExecuteActivity(node, w.RemoveHostRoot, activities.RemoveHostRootInput{Cleanup: cur.ID,
 			Host: in.Host}).Get(ctx, &removed); err != nil {
-			return HostCleanupResult{Cleanup: *cur}, err
+			return contract.HostCleanupResult{Cleanup: *cur}, err
 		}
 		if err := stage(activities.CleanupStageInput{ID: cur.ID, Host: in.Host, Stage: domain.CleanupRootRemoved,
 			RemovedRuntimeHostBytes: removed}); err != nil {
-			return HostCleanupResult{Cleanup: *cur}, err
+			return contract.HostCleanupResult{Cleanup: *cur}, err
 		}
 	}
 	if cur.Stage == domain.CleanupRootRemoved {
 		if err := stage(activities.CleanupStageInput{ID: cur.ID, Host: in.Host, Stage: domain.CleanupSucceeded}); err != nil {
-			return HostCleanupResult{Cleanup: *cur}, err
+			return contract.HostCleanupResult{Cleanup: *cur}, err
 		}
 	}
-	return HostCleanupResult{Cleanup: *cur}, nil
+	return contract.HostCleanupResult{Cleanup: *cur}, nil
 }
 
 // CleanupInspection asks the host's node for the cleanup preflight. It reads only.
-func CleanupInspection(ctx workflow.Context, in HostProbeInput) (activities.CleanupReport, error) {
-	ctx = askNode(ctx, in.Node, CleanupInspectionTimeout)
+func CleanupInspection(ctx workflow.Context, in contract.HostProbeInput) (contract.CleanupReport, error) {
+	ctx = askNode(ctx, in.Node, contract.CleanupInspectionTimeout)
 	var w *activities.Workspaces
-	var out activities.CleanupReport
+	var out contract.CleanupReport
 	err := workflow.ExecuteActivity(ctx, w.InspectCleanup, activities.HostRef{Host: in.Host}).Get(ctx, &out)
 	return out, err
 }
 
-// HostMeasureTimeout bounds measuring a host's bytes on its node.
-const HostMeasureTimeout = 30 * time.Second
-
 // HostMeasure asks the host's node how many bytes its root and session workspaces hold.
-func HostMeasure(ctx workflow.Context, in HostProbeInput) (activities.HostCapacity, error) {
-	ctx = askNode(ctx, in.Node, HostMeasureTimeout)
+func HostMeasure(ctx workflow.Context, in contract.HostProbeInput) (contract.HostCapacity, error) {
+	ctx = askNode(ctx, in.Node, contract.HostMeasureTimeout)
 	var w *activities.Workspaces
-	var out activities.HostCapacity
+	var out contract.HostCapacity
 	err := workflow.ExecuteActivity(ctx, w.MeasureHost, activities.HostRef{Host: in.Host}).Get(ctx, &out)
 	return out, err
 }
 
-// RemovalInspectionInput names a workspace (with its owner) on its host's node.
-type RemovalInspectionInput struct {
-	Node string                  `json:"node"`
-	Ref  activities.WorkspaceRef `json:"ref"`
-}
-
-// RemovalInspectionTimeout bounds a removal inspection: up to 16 repositories at 4 s each
-// per git call, and the byte count.
-const RemovalInspectionTimeout = 3 * time.Minute
-
 // RemovalInspection asks the workspace's node what removing it would lose. It reads only.
-func RemovalInspection(ctx workflow.Context, in RemovalInspectionInput) (activities.RemovalReport, error) {
-	ctx = askNode(ctx, in.Node, RemovalInspectionTimeout)
+func RemovalInspection(ctx workflow.Context, in contract.RemovalInspectionInput) (contract.RemovalReport, error) {
+	ctx = askNode(ctx, in.Node, contract.RemovalInspectionTimeout)
 	var w *activities.Workspaces
-	var out activities.RemovalReport
+	var out contract.RemovalReport
 	err := workflow.ExecuteActivity(ctx, w.InspectRemoval, in.Ref).Get(ctx, &out)
 	return out, err
 }

@@ -56,7 +56,7 @@ func (f *cleanupFixture) workspaces() *activities.Workspaces {
 	return &activities.Workspaces{Store: f.st, Layout: f.layout, Sandbox: f.sb, Live: func(s uuid.UUID) bool { return f.live[s] }}
 }
 
-func (f *cleanupFixture) inspect() activities.CleanupReport {
+func (f *cleanupFixture) inspect() contract.CleanupReport {
 	f.t.Helper()
 	rep, err := f.workspaces().InspectCleanup(context.Background(), activities.HostRef{Host: f.host.ID})
 	if err != nil {
@@ -68,7 +68,7 @@ func (f *cleanupFixture) inspect() activities.CleanupReport {
 func (f *cleanupFixture) archiveAll() {
 	f.t.Helper()
 	for _, s := range f.sessions {
-		if _, err := f.run(WorkspaceOpInput{Workspace: s, Action: domain.WorkspaceActionArchive}, ""); err != nil {
+		if _, err := f.run(contract.WorkspaceOpInput{Workspace: s, Action: domain.WorkspaceActionArchive}, ""); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -76,7 +76,7 @@ func (f *cleanupFixture) archiveAll() {
 
 // cleanup runs HostCleanup with the real activities; killAfter names an activity whose
 // effect happens and whose answer is lost.
-func (f *cleanupFixture) cleanup(killAfter string) (HostCleanupResult, error) {
+func (f *cleanupFixture) cleanup(killAfter string) (contract.HostCleanupResult, error) {
 	f.t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
@@ -111,8 +111,8 @@ func (f *cleanupFixture) cleanup(killAfter string) (HostCleanupResult, error) {
 			return op, err
 		})
 	}
-	env.ExecuteWorkflow(HostCleanup, HostCleanupInput{Host: f.host.ID, Node: "n1", ConfirmPermanent: true})
-	var out HostCleanupResult
+	env.ExecuteWorkflow(HostCleanup, contract.HostCleanupInput{Host: f.host.ID, Node: "n1", ConfirmPermanent: true})
+	var out contract.HostCleanupResult
 	if err := env.GetWorkflowError(); err != nil {
 		return out, err
 	}
@@ -133,7 +133,7 @@ func TestHostCleanupPreflightRequiresEveryMemberPreservedAndBlocksLiveMembers(t 
 	if len(rep.Members) != 2 || !rep.Members[0].NeedsPreserving || rep.Sandbox.Status != domain.SandboxStopped {
 		t.Fatalf("report %+v", rep)
 	}
-	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionArchive}, ""); err != nil {
+	if _, err := f.run(contract.WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionArchive}, ""); err != nil {
 		t.Fatal(err)
 	}
 	rep = f.inspect()
@@ -141,7 +141,7 @@ func TestHostCleanupPreflightRequiresEveryMemberPreservedAndBlocksLiveMembers(t 
 		!slices.ContainsFunc(rep.Blockers, func(b string) bool { return strings.Contains(b, f.sessions[1].String()) }) {
 		t.Fatalf("after archiving one member only the other blocks: %v", rep.Blockers)
 	}
-	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[1], Action: domain.WorkspaceActionArchive}, ""); err != nil {
+	if _, err := f.run(contract.WorkspaceOpInput{Workspace: f.sessions[1], Action: domain.WorkspaceActionArchive}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if rep = f.inspect(); len(rep.Blockers) != 0 || rep.RetainedExportBytes == 0 || rep.PlannedRuntimeHostBytes == 0 {
@@ -246,7 +246,7 @@ func TestHostCleanupTreatsAVerifiedAbsentSandboxAsRemoved(t *testing.T) {
 func TestHostCleanupWithoutConfirmationIsRefused(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.ExecuteWorkflow(HostCleanup, HostCleanupInput{Host: uuid.New(), Node: "n1"})
+	env.ExecuteWorkflow(HostCleanup, contract.HostCleanupInput{Host: uuid.New(), Node: "n1"})
 	if err := env.GetWorkflowError(); !contract.Is(err, domain.ErrTypeValidation) {
 		t.Fatalf("%v", err)
 	}
@@ -265,7 +265,7 @@ func TestAHostUnderCleanupStartsNothingAndARevivedHostIsCleanedAgain(t *testing.
 	if h, _ := f.st.GetRuntimeHost(ctx, f.host.ID); h.State != domain.HostArchived {
 		t.Fatalf("host %s under cleanup", h.State)
 	}
-	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionRestore}, ""); !contract.Is(err, domain.ErrTypeWorkspaceRefused) {
+	if _, err := f.run(contract.WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionRestore}, ""); !contract.Is(err, domain.ErrTypeWorkspaceRefused) {
 		t.Fatalf("restore during the cleanup: %v", err)
 	}
 	if _, err := f.sb.EnsureSandbox(ctx, activities.EnsureSandboxInput{Host: f.host.ID, Session: f.sessions[1]}); err == nil {
@@ -275,7 +275,7 @@ func TestAHostUnderCleanupStartsNothingAndARevivedHostIsCleanedAgain(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionRestore}, ""); err != nil {
+	if _, err := f.run(contract.WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionRestore}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if h, _ := f.st.GetRuntimeHost(ctx, f.host.ID); h.State != domain.HostParked {
@@ -284,7 +284,7 @@ func TestAHostUnderCleanupStartsNothingAndARevivedHostIsCleanedAgain(t *testing.
 	if rep := f.inspect(); len(rep.Blockers) == 0 {
 		t.Fatal("a restored, unarchived workspace does not block cleanup")
 	}
-	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionArchive}, ""); err != nil {
+	if _, err := f.run(contract.WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionArchive}, ""); err != nil {
 		t.Fatal(err)
 	}
 	second, err := f.cleanup("")
@@ -298,10 +298,10 @@ func TestAHostUnderCleanupStartsNothingAndARevivedHostIsCleanedAgain(t *testing.
 func TestCleanupBlocksOnLiveBytesOfAWorkspaceArchivedByRecordOnly(t *testing.T) {
 	ctx := context.Background()
 	f := newCleanupFixture(t)
-	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionExport}, ""); err != nil {
+	if _, err := f.run(contract.WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionExport}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[1], Action: domain.WorkspaceActionArchive}, ""); err != nil {
+	if _, err := f.run(contract.WorkspaceOpInput{Workspace: f.sessions[1], Action: domain.WorkspaceActionArchive}, ""); err != nil {
 		t.Fatal(err)
 	}
 	f.write(f.sessions[0], "notes.txt", "work after the export")
@@ -312,7 +312,7 @@ func TestCleanupBlocksOnLiveBytesOfAWorkspaceArchivedByRecordOnly(t *testing.T) 
 	if len(rep.Blockers) != 1 || !strings.Contains(rep.Blockers[0], "live bytes") {
 		t.Fatalf("blockers %v", rep.Blockers)
 	}
-	if _, err := f.run(WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionArchive}, ""); err != nil {
+	if _, err := f.run(contract.WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionArchive}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if rep = f.inspect(); len(rep.Blockers) != 0 {

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 )
 
 func TestNodeProbeAsksTheNodesOwnQueueOnce(t *testing.T) {
@@ -19,22 +20,22 @@ func TestNodeProbeAsksTheNodesOwnQueueOnce(t *testing.T) {
 	env := s.NewTestWorkflowEnvironment()
 	var n *activities.Node
 	env.RegisterActivity(n)
-	want := activities.NodeReport{Node: "w1", PID: 42, ReportedAt: time.Unix(0, 0).UTC()}
+	want := contract.NodeReport{Node: "w1", PID: 42, ReportedAt: time.Unix(0, 0).UTC()}
 	var queue string
 	env.OnActivity(n.DescribeNode, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, _ activities.DescribeNodeInput) (activities.NodeReport, error) {
+		func(ctx context.Context, _ activities.DescribeNodeInput) (contract.NodeReport, error) {
 			queue = activity.GetInfo(ctx).TaskQueue
 			return want, nil
 		})
-	env.ExecuteWorkflow(NodeProbe, NodeProbeInput{Node: "w1"})
+	env.ExecuteWorkflow(NodeProbe, contract.NodeProbeInput{Node: "w1"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var got activities.NodeReport
+	var got contract.NodeReport
 	if err := env.GetWorkflowResult(&got); err != nil || got != want {
 		t.Fatalf("result %+v, %v", got, err)
 	}
-	if queue != NodeTaskQueue("w1") {
+	if queue != contract.NodeTaskQueue("w1") {
 		t.Fatalf("activity ran on %q, want the node queue", queue)
 	}
 }
@@ -46,11 +47,11 @@ func TestNodeProbeDoesNotRetryAFailingNode(t *testing.T) {
 	env.RegisterActivity(n)
 	calls := 0
 	env.OnActivity(n.DescribeNode, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.DescribeNodeInput) (activities.NodeReport, error) {
+		func(context.Context, activities.DescribeNodeInput) (contract.NodeReport, error) {
 			calls++
-			return activities.NodeReport{}, errors.New("statfs failed")
+			return contract.NodeReport{}, errors.New("statfs failed")
 		})
-	env.ExecuteWorkflow(NodeProbe, NodeProbeInput{Node: "w1"})
+	env.ExecuteWorkflow(NodeProbe, contract.NodeProbeInput{Node: "w1"})
 	var appErr *temporal.ApplicationError
 	if err := env.GetWorkflowError(); !errors.As(err, &appErr) {
 		t.Fatalf("workflow error %v, want the activity's failure", err)

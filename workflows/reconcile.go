@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 )
 
 // ReconcileScheduleID names the Temporal Schedule that runs Reconcile.
@@ -64,7 +65,7 @@ func Reconcile(ctx workflow.Context) (ReconcileReport, error) {
 	}
 	futures := make([]workflow.Future, len(ids))
 	for i, id := range ids {
-		futures[i] = workflow.SignalExternalWorkflow(ctx, RoomSessionID(id), "", SignalInbound, nil)
+		futures[i] = workflow.SignalExternalWorkflow(ctx, contract.RoomSessionID(id), "", contract.SignalInbound, nil)
 	}
 	for i, f := range futures {
 		if err := f.Get(ctx, nil); err == nil {
@@ -74,11 +75,11 @@ func Reconcile(ctx workflow.Context) (ReconcileReport, error) {
 		// No running workflow: start it (abandoned, so it outlives this run); its first
 		// step loads the backlog.
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:            RoomSessionID(ids[i]),
+			WorkflowID:            contract.RoomSessionID(ids[i]),
 			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		})
-		child := workflow.ExecuteChildWorkflow(cctx, RoomSession, RoomSessionInput{RuntimeSession: ids[i]})
+		child := workflow.ExecuteChildWorkflow(cctx, RoomSession, contract.RoomSessionInput{RuntimeSession: ids[i]})
 		if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("reconcile could not start a room session", "runtime_session", ids[i], "error", err)
 			continue
@@ -89,8 +90,8 @@ func Reconcile(ctx workflow.Context) (ReconcileReport, error) {
 		retry := found.Retry[:min(len(found.Retry), maxPokesPerRun)]
 		futures := make([]workflow.Future, len(retry))
 		for i, id := range retry {
-			futures[i] = workflow.SignalExternalWorkflow(ctx, RoomSessionID(id), "", SignalRetry,
-				RetrySignal{Reason: "a live node now has the runtime adapter"})
+			futures[i] = workflow.SignalExternalWorkflow(ctx, contract.RoomSessionID(id), "", contract.SignalRetry,
+				contract.RetrySignal{Reason: "a live node now has the runtime adapter"})
 		}
 		for _, f := range futures {
 			if f.Get(ctx, nil) == nil {
@@ -119,7 +120,7 @@ func EnsureReconcileSchedule(ctx context.Context, c client.Client, interval time
 		Action: &client.ScheduleWorkflowAction{
 			ID:        ReconcileScheduleID,
 			Workflow:  Reconcile,
-			TaskQueue: TaskQueue,
+			TaskQueue: contract.TaskQueue,
 		},
 	})
 	var exists *serviceerror.AlreadyExists

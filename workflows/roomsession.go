@@ -15,19 +15,6 @@ import (
 )
 
 // Message names of the RoomSession workflow.
-const (
-	// SignalInbound is a poke: the room may have backlog. The database queue is the truth.
-	SignalInbound = "inbound"
-	// SignalRuntimeExited: the node saw the session's child die between turns.
-	SignalRuntimeExited = "runtimeExited"
-	UpdateStop          = "stop"
-	UpdateRestart       = "restart"
-	UpdateRemove        = "remove"
-	UpdateApplyConfig   = "applyConfig"
-	// QueryState answers the session's RoomSessionStatus.
-	QueryState = "state"
-)
-
 // Activity bounds of a room session (ARCHITECTURE.md §5).
 var (
 	// runtimeHeartbeat is how long a node activity may go without a heartbeat before the
@@ -42,111 +29,25 @@ var (
 	maxTurnsPerRun int64 = 500
 )
 
-// RoomSessionInput starts (or continues) the entity workflow of one runtime session.
-type RoomSessionInput struct {
-	RuntimeSession uuid.UUID `json:"runtime_session"`
-	AgentID        uuid.UUID `json:"agent_id"`
-	RoomID         uuid.UUID `json:"room_id"`
-	// State is carried through continue-as-new; nil on first start.
-	State *RoomSessionState `json:"state,omitempty"`
-}
-
-// RoomSessionState is everything the workflow knows about its runtime; one serializable
-// struct so continue-as-new carries it whole.
-type RoomSessionState struct {
-	Phase             domain.SessionPhase `json:"phase"`
-	Node              string              `json:"node,omitempty"`
-	Generation        int64               `json:"generation"`
-	PID               int                 `json:"pid,omitempty"`
-	ProviderSessionID string              `json:"provider_session_id,omitempty"`
-	IdlePolicy        domain.IdlePolicy   `json:"idle_policy,omitempty"`
-	InTurn            bool                `json:"in_turn"`
-	Turns             int64               `json:"turns"`
-	LastActivity      time.Time           `json:"last_activity"`
-	IdleSecs          int                 `json:"idle_secs"`
-	Lazy              bool                `json:"lazy"`
-	// Held: stopped by an operator; stays dormant, messages queued, until restart.
-	Held bool `json:"held"`
-	// Crashed: the runtime died on its own and was not woken again yet.
-	Crashed   bool   `json:"crashed"`
-	Crashes   int    `json:"crashes"`
-	LastError string `json:"last_error,omitempty"`
-	// Pokes not yet served; WantLive asks for a runtime even without backlog.
-	Pokes    int  `json:"pokes"`
-	WantLive bool `json:"want_live"`
-	// Host and Sandbox name a sandboxed session's runtime host; Leased: this session holds a
-	// lease on it (taken before the runtime starts, released when it stops).
-	Host    uuid.UUID `json:"host,omitempty"`
-	Sandbox string    `json:"sandbox,omitempty"`
-	Leased  bool      `json:"leased,omitempty"`
-	// Failure is the permanent start failure the session holds in (phase failed), kept
-	// through a removal so a re-add clears its record.
-	Failure *domain.RuntimeFailure `json:"failure,omitempty"`
-}
-
-// RoomSessionStatus is the answer of QueryState.
-type RoomSessionStatus struct {
-	Phase        domain.SessionPhase `json:"phase"`
-	Presence     domain.Presence     `json:"presence"`
-	Node         string              `json:"node,omitempty"`
-	Generation   int64               `json:"generation"`
-	PID          int                 `json:"pid,omitempty"`
-	InTurn       bool                `json:"in_turn"`
-	Held         bool                `json:"held"`
-	Turns        int64               `json:"turns"`
-	LastActivity time.Time           `json:"last_activity"`
-	IdleSecs     int                 `json:"idle_secs"`
-	LastError    string              `json:"last_error,omitempty"`
-	Host         *uuid.UUID          `json:"host,omitempty"`
-	Sandbox      string              `json:"sandbox,omitempty"`
-	// Leased: the session holds a lease on its host (a runtime may run there).
-	Leased bool `json:"leased,omitempty"`
-	// Failure says why the session cannot start (phase failed).
-	Failure *domain.RuntimeFailure `json:"failure,omitempty"`
-}
-
-// RuntimeExitedSignal is the payload of SignalRuntimeExited.
-type RuntimeExitedSignal struct {
-	Generation int64                    `json:"generation"`
-	Reason     domain.RuntimeExitReason `json:"reason"`
-}
-
-// StopRequest is the input of UpdateStop; Reason is one of domain.SessionStopReasons.
-type StopRequest struct {
-	Reason string `json:"reason"`
-}
-
-// RestartRequest is the input of UpdateRestart. OnlyIfBacklog (agent scope) brings the
-// runtime back only when the room has messages waiting.
-type RestartRequest struct {
-	OnlyIfBacklog bool `json:"only_if_backlog"`
-}
-
-// RemoveRequest is the input of UpdateRemove. Final ends the workflow (the agent is being
-// deleted); otherwise the session retires and an authoritative re-add revives it.
-type RemoveRequest struct {
-	Final bool `json:"final"`
-}
-
 // action is an update waiting for the main loop.
 type action struct {
 	name     string
 	stop     domain.SessionStopReason
-	restart  RestartRequest
-	remove   RemoveRequest
-	apply    ApplyConfigRequest
+	restart  contract.RestartRequest
+	remove   contract.RemoveRequest
+	apply    contract.ApplyConfigRequest
 	done     bool
-	result   RoomSessionStatus
+	result   contract.RoomSessionStatus
 	err      error
 	finished bool // the workflow ends after this action
 }
 
 type roomSession struct {
-	in      RoomSessionInput
-	s       RoomSessionState
+	in      contract.RoomSessionInput
+	s       contract.RoomSessionState
 	actions []*action
-	exits   []RuntimeExitedSignal
-	retries []RetrySignal
+	exits   []contract.RuntimeExitedSignal
+	retries []contract.RetrySignal
 	// runTurns counts this run's turns, for continue-as-new.
 	runTurns               int64
 	inbound, exited, retry workflow.ReceiveChannel
@@ -163,13 +64,13 @@ type roomSession struct {
 // RoomSession is the entity workflow of one room's runtime session: it registers the room
 // dormant, wakes a runtime on its node when messages wait, runs turns, reaps it when idle,
 // and serves stop, restart and remove. See ARCHITECTURE.md §4.
-func RoomSession(ctx workflow.Context, in RoomSessionInput) error {
+func RoomSession(ctx workflow.Context, in contract.RoomSessionInput) error {
 	r := &roomSession{in: in}
 	if in.State != nil {
 		r.s = *in.State
 	} else {
 		// The first run loads the session at once: non-lazy binds live, backlog wakes.
-		r.s = RoomSessionState{Phase: domain.PhaseDormant, Pokes: 1, Lazy: true, IdleSecs: domain.DefaultIdleSecs}
+		r.s = contract.RoomSessionState{Phase: domain.PhaseDormant, Pokes: 1, Lazy: true, IdleSecs: domain.DefaultIdleSecs}
 	}
 	if err := r.register(ctx); err != nil {
 		return err
@@ -241,14 +142,14 @@ func (r *roomSession) wait(ctx workflow.Context) {
 }
 
 func (r *roomSession) register(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryState, func() (RoomSessionStatus, error) {
+	if err := workflow.SetQueryHandler(ctx, contract.QueryState, func() (contract.RoomSessionStatus, error) {
 		return r.status(), nil
 	}); err != nil {
 		return err
 	}
-	r.inbound = workflow.GetSignalChannel(ctx, SignalInbound)
-	r.exited = workflow.GetSignalChannel(ctx, SignalRuntimeExited)
-	r.retry = workflow.GetSignalChannel(ctx, SignalRetry)
+	r.inbound = workflow.GetSignalChannel(ctx, contract.SignalInbound)
+	r.exited = workflow.GetSignalChannel(ctx, contract.SignalRuntimeExited)
+	r.retry = workflow.GetSignalChannel(ctx, contract.SignalRetry)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(r.inbound, func(c workflow.ReceiveChannel, _ bool) {
@@ -256,12 +157,12 @@ func (r *roomSession) register(ctx workflow.Context) error {
 			r.s.Pokes++
 		})
 		sel.AddReceive(r.exited, func(c workflow.ReceiveChannel, _ bool) {
-			var e RuntimeExitedSignal
+			var e contract.RuntimeExitedSignal
 			c.Receive(ctx, &e)
 			r.exits = append(r.exits, e)
 		})
 		sel.AddReceive(r.retry, func(c workflow.ReceiveChannel, _ bool) {
-			var rs RetrySignal
+			var rs contract.RetrySignal
 			c.Receive(ctx, &rs)
 			r.retries = append(r.retries, rs)
 		})
@@ -269,36 +170,36 @@ func (r *roomSession) register(ctx workflow.Context) error {
 			sel.Select(ctx)
 		}
 	})
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateStop,
-		func(ctx workflow.Context, req StopRequest) (RoomSessionStatus, error) {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateStop,
+		func(ctx workflow.Context, req contract.StopRequest) (contract.RoomSessionStatus, error) {
 			reason, _ := domain.SessionStopReasons.Parse(req.Reason)
-			return r.enqueue(ctx, &action{name: UpdateStop, stop: reason})
+			return r.enqueue(ctx, &action{name: contract.UpdateStop, stop: reason})
 		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req StopRequest) error {
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req contract.StopRequest) error {
 			if _, err := domain.SessionStopReasons.Parse(req.Reason); err != nil {
 				return contract.Fail(fmt.Sprintf("reason %q: want one of %v", req.Reason, domain.SessionStopReasons.Strings()), domain.ErrTypeValidation, nil)
 			}
-			return r.notRetired(UpdateStop)
+			return r.notRetired(contract.UpdateStop)
 		}}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRestart,
-		func(ctx workflow.Context, req RestartRequest) (RoomSessionStatus, error) {
-			return r.enqueue(ctx, &action{name: UpdateRestart, restart: req})
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateRestart,
+		func(ctx workflow.Context, req contract.RestartRequest) (contract.RoomSessionStatus, error) {
+			return r.enqueue(ctx, &action{name: contract.UpdateRestart, restart: req})
 		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req RestartRequest) error {
-			return r.notRetired(UpdateRestart)
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req contract.RestartRequest) error {
+			return r.notRetired(contract.UpdateRestart)
 		}}); err != nil {
 		return err
 	}
 	if err := r.registerApply(ctx); err != nil {
 		return err
 	}
-	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRemove,
-		func(ctx workflow.Context, req RemoveRequest) (RoomSessionStatus, error) {
-			return r.enqueue(ctx, &action{name: UpdateRemove, remove: req, finished: req.Final})
+	return workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateRemove,
+		func(ctx workflow.Context, req contract.RemoveRequest) (contract.RoomSessionStatus, error) {
+			return r.enqueue(ctx, &action{name: contract.UpdateRemove, remove: req, finished: req.Final})
 		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req RemoveRequest) error {
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req contract.RemoveRequest) error {
 			if r.s.Phase == domain.PhaseRetired && !req.Final {
 				return contract.Fail("the session is already removed", domain.ErrTypeRetired, nil)
 			}
@@ -315,14 +216,14 @@ func (r *roomSession) notRetired(what string) error {
 
 // enqueue hands an update to the main loop and waits for it to be done. A turn in flight is
 // interrupted first, so a stop never waits for a long turn (its messages stay queued).
-func (r *roomSession) enqueue(ctx workflow.Context, a *action) (RoomSessionStatus, error) {
+func (r *roomSession) enqueue(ctx workflow.Context, a *action) (contract.RoomSessionStatus, error) {
 	r.actions = append(r.actions, a)
 	// A configuration apply waits for the turn boundary; everything else interrupts.
-	if r.s.InTurn && a.name != UpdateApplyConfig {
+	if r.s.InTurn && a.name != contract.UpdateApplyConfig {
 		r.interrupt(ctx)
 	}
 	if err := workflow.Await(ctx, func() bool { return a.done }); err != nil {
-		return RoomSessionStatus{}, err
+		return contract.RoomSessionStatus{}, err
 	}
 	return a.result, a.err
 }
@@ -330,22 +231,22 @@ func (r *roomSession) enqueue(ctx workflow.Context, a *action) (RoomSessionStatu
 func (r *roomSession) do(ctx workflow.Context, a *action) {
 	defer func() { a.done, a.result = true, r.status() }()
 	switch a.name {
-	case UpdateStop:
+	case contract.UpdateStop:
 		r.teardown(ctx, domain.CheckpointBeforeStop)
 		// An operator's stop holds this one room down; an agent stop is held by the agent's
 		// persisted run intent instead, which every wake reads.
 		r.s.Held = a.stop == domain.StopOperator
-	case UpdateRestart:
+	case contract.UpdateRestart:
 		r.retryStart(ctx, "restart")
 		r.s.Held = false
 		r.teardown(ctx, domain.CheckpointBeforeStop)
 		r.s.Crashes, r.s.LastError = 0, ""
 		r.s.WantLive = !a.restart.OnlyIfBacklog
 		r.s.Pokes++
-	case UpdateRemove:
+	case contract.UpdateRemove:
 		r.teardown(ctx, domain.CheckpointBeforeRemove)
 		r.s.Phase, r.s.Held, r.s.WantLive, r.s.Pokes = domain.PhaseRetired, false, false, 0
-	case UpdateApplyConfig:
+	case contract.UpdateApplyConfig:
 		r.applyConfig(ctx, a.apply.Generation)
 		// A new configuration is a change: a session that could not start tries it.
 		r.retryStart(ctx, "configuration applied")
@@ -353,7 +254,7 @@ func (r *roomSession) do(ctx workflow.Context, a *action) {
 }
 
 // exited handles the node's report that the child died on its own.
-func (r *roomSession) onExit(ctx workflow.Context, e RuntimeExitedSignal) {
+func (r *roomSession) onExit(ctx workflow.Context, e contract.RuntimeExitedSignal) {
 	if r.s.Phase != domain.PhaseLive || e.Generation != r.s.Generation {
 		return // a stale report about an instance already replaced or stopped
 	}
@@ -433,7 +334,7 @@ func (r *roomSession) load(ctx workflow.Context) (activities.LoadSessionResult, 
 }
 
 func (r *roomSession) nodeCtx(ctx workflow.Context, opts workflow.ActivityOptions) workflow.Context {
-	opts.TaskQueue = NodeTaskQueue(r.s.Node)
+	opts.TaskQueue = contract.NodeTaskQueue(r.s.Node)
 	if opts.ScheduleToStartTimeout == 0 {
 		opts.ScheduleToStartTimeout = nodeScheduleToStart
 	}
@@ -449,7 +350,7 @@ func (r *roomSession) acquire(ctx workflow.Context, node string) bool {
 		HeartbeatTimeout:    runtimeHeartbeat,
 		RetryPolicy:         contract.Retry(temporal.RetryPolicy{MaximumAttempts: 3}),
 	})
-	var lease activities.HostLease
+	var lease contract.HostLease
 	err := workflow.ExecuteActivity(actx, r.hosts.AcquireHost, activities.AcquireHostInput{
 		RuntimeSession: r.in.RuntimeSession, Node: node}).Get(ctx, &lease)
 	if err != nil {
@@ -682,8 +583,8 @@ func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointRea
 	r.s.Phase, r.s.PID, r.s.InTurn = domain.PhaseDormant, 0, false
 }
 
-func (r *roomSession) status() RoomSessionStatus {
-	st := RoomSessionStatus{Phase: r.s.Phase, Presence: r.presence(), Node: r.s.Node, Generation: r.s.Generation,
+func (r *roomSession) status() contract.RoomSessionStatus {
+	st := contract.RoomSessionStatus{Phase: r.s.Phase, Presence: r.presence(), Node: r.s.Node, Generation: r.s.Generation,
 		PID: r.s.PID, InTurn: r.s.InTurn, Held: r.s.Held, Turns: r.s.Turns, LastActivity: r.s.LastActivity,
 		IdleSecs: r.s.IdleSecs, LastError: r.s.LastError, Leased: r.s.Leased, Failure: r.s.Failure}
 	if r.s.Host != uuid.Nil {
@@ -721,11 +622,11 @@ func (r *roomSession) continueAsNew(ctx workflow.Context) error {
 	for r.inbound.ReceiveAsync(nil) {
 		r.s.Pokes++
 	}
-	var e RuntimeExitedSignal
+	var e contract.RuntimeExitedSignal
 	for r.exited.ReceiveAsync(&e) {
 		r.onExit(ctx, e) // goes dormant and releases the host lease, as the loop would
 	}
-	var rs RetrySignal
+	var rs contract.RetrySignal
 	for r.retry.ReceiveAsync(&rs) {
 		r.retryStart(ctx, rs.Reason)
 	}
@@ -745,7 +646,7 @@ func (r *roomSession) drainFinal(ctx workflow.Context) {
 		}
 		for _, a := range r.actions {
 			a.done, a.result = true, r.status()
-			if a.name == UpdateApplyConfig {
+			if a.name == contract.UpdateApplyConfig {
 				// Never run: the caller must not count it as applied.
 				a.err = contract.Fail("the session was removed before the apply ran", domain.ErrTypeRetired, nil)
 			}

@@ -13,21 +13,16 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 )
 
-// ApplyConfigRequest is the input of UpdateApplyConfig: the template generation to apply.
-type ApplyConfigRequest struct {
-	Generation int64 `json:"generation"`
-}
-
 func (r *roomSession) registerApply(ctx workflow.Context) error {
-	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateApplyConfig,
-		func(ctx workflow.Context, req ApplyConfigRequest) (RoomSessionStatus, error) {
-			return r.enqueue(ctx, &action{name: UpdateApplyConfig, apply: req})
+	return workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateApplyConfig,
+		func(ctx workflow.Context, req contract.ApplyConfigRequest) (contract.RoomSessionStatus, error) {
+			return r.enqueue(ctx, &action{name: contract.UpdateApplyConfig, apply: req})
 		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ApplyConfigRequest) error {
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req contract.ApplyConfigRequest) error {
 			if req.Generation < 1 {
 				return contract.Fail("generation must be at least 1", domain.ErrTypeValidation, nil)
 			}
-			return r.notRetired(UpdateApplyConfig)
+			return r.notRetired(contract.UpdateApplyConfig)
 		}})
 }
 

@@ -86,17 +86,17 @@ func (e *applyEnv) run(t *testing.T, gen int64) error {
 	t.Helper()
 	var applyErr error = errors.New("not answered")
 	e.env.RegisterDelayedCallback(func() {
-		e.env.UpdateWorkflow(UpdateApplyConfig, "apply", &testsuite.TestUpdateCallback{OnReject: func(err error) { applyErr = err },
-			OnAccept: func() {}, OnComplete: func(_ interface{}, err error) { applyErr = err }}, ApplyConfigRequest{Generation: gen})
+		e.env.UpdateWorkflow(contract.UpdateApplyConfig, "apply", &testsuite.TestUpdateCallback{OnReject: func(err error) { applyErr = err },
+			OnAccept: func() {}, OnComplete: func(_ interface{}, err error) { applyErr = err }}, contract.ApplyConfigRequest{Generation: gen})
 	}, 5*time.Second)
 	e.env.RegisterDelayedCallback(func() {
-		v, _ := e.env.QueryWorkflow(QueryState)
-		var st RoomSessionStatus
+		v, _ := e.env.QueryWorkflow(contract.QueryState)
+		var st contract.RoomSessionStatus
 		_ = v.Get(&st)
 		e.inTurnAt = append(e.inTurnAt, st.InTurn)
 	}, 20*time.Second)
 	e.env.RegisterDelayedCallback(func() { e.env.CancelWorkflow() }, time.Hour)
-	e.env.ExecuteWorkflow(RoomSession, RoomSessionInput{RuntimeSession: uuid.New()})
+	e.env.ExecuteWorkflow(RoomSession, contract.RoomSessionInput{RuntimeSession: uuid.New()})
 	return applyErr
 }
 
@@ -152,7 +152,7 @@ func TestATurnRefusedDuringAHostRecreationWaitsWithoutTearingDown(t *testing.T) 
 			return activities.LoadSessionResult{Backlog: backlog, Lazy: true, IdleSecs: 600, Node: "n1", Sandboxed: true}, nil
 		})
 	env.OnActivity(h.AcquireHost, mock.Anything, mock.Anything).Return(
-		activities.HostLease{Host: uuid.New(), SandboxName: "jam-x", Node: "n1"}, nil)
+		contract.HostLease{Host: uuid.New(), SandboxName: "jam-x", Node: "n1"}, nil)
 	env.OnActivity(h.ReleaseHost, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(rt.PrepareRuntime, mock.Anything, mock.Anything).Return(
 		activities.PrepareRuntimeResult{Generation: 1, IdlePolicy: domain.IdleAllow}, nil)
@@ -179,7 +179,7 @@ func TestATurnRefusedDuringAHostRecreationWaitsWithoutTearingDown(t *testing.T) 
 	env.OnActivity(rt.TeardownRuntime, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.TeardownRuntimeInput) error { teardowns++; return nil })
 	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Minute)
-	env.ExecuteWorkflow(RoomSession, RoomSessionInput{RuntimeSession: uuid.New()})
+	env.ExecuteWorkflow(RoomSession, contract.RoomSessionInput{RuntimeSession: uuid.New()})
 	if teardowns != 0 || turns != 1 || permits < 3 {
 		t.Fatalf("teardowns %d, turns %d, permits asked %d: the refused turn must wait, not tear down", teardowns, turns, permits)
 	}

@@ -12,15 +12,6 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 )
 
-// SignalRetry tells a session held in a permanent start failure that something changed (a
-// template save, a node that gained the missing adapter): it tries once more.
-const SignalRetry = "retry"
-
-// RetrySignal is the payload of SignalRetry: what changed, for the log.
-type RetrySignal struct {
-	Reason string `json:"reason"`
-}
-
 // versionPermanentFailures gates holding a session in the failed phase: histories written
 // before it woke the session again on every poke.
 const versionPermanentFailures = "permanent-start-failures"

@@ -24,14 +24,14 @@ func TestAPermanentStartFailureHoldsTheSessionUntilSomethingChanges(t *testing.T
 		wake  func(e *sessionEnv) *updateResult
 	}{
 		{"no adapter, restarted", contract.Fail("no adapter", domain.ErrTypeAdapterMissing, nil),
-			domain.FailureAdapterMissing, func(e *sessionEnv) *updateResult { return e.update(UpdateRestart, RestartRequest{}) }},
+			domain.FailureAdapterMissing, func(e *sessionEnv) *updateResult { return e.update(contract.UpdateRestart, contract.RestartRequest{}) }},
 		{"executable refused, template applied", contract.Fail("not found", domain.ErrTypeExecutableRefused, nil),
 			domain.FailureExecutableRefused, func(e *sessionEnv) *updateResult {
-				return e.update(UpdateApplyConfig, ApplyConfigRequest{Generation: 2})
+				return e.update(contract.UpdateApplyConfig, contract.ApplyConfigRequest{Generation: 2})
 			}},
 		{"not ready, a node gained the adapter", contract.Fail("silent", domain.ErrTypeNotReady, nil),
 			domain.FailureNotReady, func(e *sessionEnv) *updateResult {
-				e.env.SignalWorkflow(SignalRetry, RetrySignal{Reason: "adapter"})
+				e.env.SignalWorkflow(contract.SignalRetry, contract.RetrySignal{Reason: "adapter"})
 				return nil
 			}},
 	} {
@@ -107,7 +107,7 @@ func TestAFailingCandidateDoesNotHoldTheSessionFailed(t *testing.T) {
 	e.backlog = 1
 	e.at(time.Second, e.poke)
 	var apply *updateResult
-	e.at(1500*time.Millisecond, func() { apply = e.update(UpdateApplyConfig, ApplyConfigRequest{Generation: 2}) })
+	e.at(1500*time.Millisecond, func() { apply = e.update(contract.UpdateApplyConfig, contract.ApplyConfigRequest{Generation: 2}) })
 	e.at(1600*time.Millisecond, func() {
 		apply.completed(t, "apply")
 		if st := e.state(); st.Phase != domain.PhaseLive || st.Failure != nil || e.prepares != 3 {

@@ -90,15 +90,15 @@ func newSessionEnv(t *testing.T, opts ...func(*sessionEnv)) *sessionEnv {
 // at runs f at simulated time d after start.
 func (e *sessionEnv) at(d time.Duration, f func()) { e.env.RegisterDelayedCallback(f, d) }
 
-func (e *sessionEnv) poke() { e.env.SignalWorkflow(SignalInbound, nil) }
+func (e *sessionEnv) poke() { e.env.SignalWorkflow(contract.SignalInbound, nil) }
 
-func (e *sessionEnv) state() RoomSessionStatus {
+func (e *sessionEnv) state() contract.RoomSessionStatus {
 	e.t.Helper()
-	v, err := e.env.QueryWorkflow(QueryState)
+	v, err := e.env.QueryWorkflow(contract.QueryState)
 	if err != nil {
 		e.t.Fatalf("query: %v", err)
 	}
-	var st RoomSessionStatus
+	var st contract.RoomSessionStatus
 	if err := v.Get(&st); err != nil {
 		e.t.Fatal(err)
 	}
@@ -135,8 +135,8 @@ func (r *updateResult) completed(t *testing.T, what string) {
 // entity workflow completes.
 func (e *sessionEnv) run(end time.Duration) {
 	e.t.Helper()
-	e.at(end, func() { e.update(UpdateRemove, RemoveRequest{Final: true}) })
-	e.env.ExecuteWorkflow(RoomSession, RoomSessionInput{RuntimeSession: e.id})
+	e.at(end, func() { e.update(contract.UpdateRemove, contract.RemoveRequest{Final: true}) })
+	e.env.ExecuteWorkflow(RoomSession, contract.RoomSessionInput{RuntimeSession: e.id})
 	if !e.env.IsWorkflowCompleted() {
 		e.t.Fatal("workflow did not complete")
 	}
@@ -248,7 +248,9 @@ func TestSessionStopHoldsTheRoomDownUntilRestart(t *testing.T) {
 	e := newSessionEnv(t)
 	e.at(time.Second, func() { e.backlog = 1; e.poke() })
 	var stop, restart *updateResult
-	e.at(time.Second*3/2, func() { stop = e.update(UpdateStop, StopRequest{Reason: string(domain.StopOperator)}) })
+	e.at(time.Second*3/2, func() {
+		stop = e.update(contract.UpdateStop, contract.StopRequest{Reason: string(domain.StopOperator)})
+	})
 	e.at(time.Second*13/8, func() {
 		stop.completed(t, "stop")
 		if st := e.state(); st.Phase != domain.PhaseDormant || !st.Held {
@@ -261,7 +263,7 @@ func TestSessionStopHoldsTheRoomDownUntilRestart(t *testing.T) {
 		if e.prepares != 1 {
 			t.Errorf("a held session woke on a message")
 		}
-		restart = e.update(UpdateRestart, RestartRequest{})
+		restart = e.update(contract.UpdateRestart, contract.RestartRequest{})
 	})
 	e.at(time.Second*9/5, func() {
 		restart.completed(t, "restart")
@@ -279,7 +281,7 @@ func TestAgentRestartBringsBackOnlyRoomsWithBacklog(t *testing.T) {
 	e := newSessionEnv(t)
 	e.at(time.Second, func() { e.backlog = 1; e.poke() })
 	var restart *updateResult
-	e.at(time.Second*3/2, func() { restart = e.update(UpdateRestart, RestartRequest{OnlyIfBacklog: true}) })
+	e.at(time.Second*3/2, func() { restart = e.update(contract.UpdateRestart, contract.RestartRequest{OnlyIfBacklog: true}) })
 	e.at(time.Second*7/4, func() {
 		restart.completed(t, "restart")
 		if st := e.state(); st.Phase != domain.PhaseDormant {
@@ -296,17 +298,17 @@ func TestUpdateValidatorsRejectBadInputBeforeHistory(t *testing.T) {
 	e := newSessionEnv(t)
 	var bogus, remove, restart, stop, again *updateResult
 	e.at(time.Second, func() {
-		bogus = e.update(UpdateStop, StopRequest{Reason: "because"})
-		remove = e.update(UpdateRemove, RemoveRequest{})
+		bogus = e.update(contract.UpdateStop, contract.StopRequest{Reason: "because"})
+		remove = e.update(contract.UpdateRemove, contract.RemoveRequest{})
 	})
 	e.at(2*time.Second, func() {
 		if !bogus.done || !contract.Is(bogus.err, domain.ErrTypeValidation) {
 			t.Errorf("bogus stop reason: %+v", bogus)
 		}
 		remove.completed(t, "remove")
-		restart = e.update(UpdateRestart, RestartRequest{})
-		stop = e.update(UpdateStop, StopRequest{Reason: string(domain.StopOperator)})
-		again = e.update(UpdateRemove, RemoveRequest{})
+		restart = e.update(contract.UpdateRestart, contract.RestartRequest{})
+		stop = e.update(contract.UpdateStop, contract.StopRequest{Reason: string(domain.StopOperator)})
+		again = e.update(contract.UpdateRemove, contract.RemoveRequest{})
 	})
 	e.at(3*time.Second, func() {
 		for what, r := range map[string]*updateResult{"restart": restart, "stop": stop, "second remove": again} {
@@ -339,13 +341,13 @@ func TestRuntimeExitedBetweenTurnsShowsDisconnectedUntilWoken(t *testing.T) {
 	e := newSessionEnv(t)
 	e.at(time.Second, func() { e.backlog = 1; e.poke() })
 	e.at(time.Second*3/2, func() {
-		e.env.SignalWorkflow(SignalRuntimeExited, RuntimeExitedSignal{Generation: 1, Reason: domain.RuntimeExitedIdle})
+		e.env.SignalWorkflow(contract.SignalRuntimeExited, contract.RuntimeExitedSignal{Generation: 1, Reason: domain.RuntimeExitedIdle})
 	})
 	e.at(time.Second*7/4, func() {
 		if st := e.state(); st.Phase != domain.PhaseDormant || st.Presence != domain.PresenceDisconnected {
 			t.Errorf("after exit: %+v", st)
 		}
-		e.env.SignalWorkflow(SignalRuntimeExited, RuntimeExitedSignal{Generation: 7, Reason: domain.RuntimeExitedIdle})
+		e.env.SignalWorkflow(contract.SignalRuntimeExited, contract.RuntimeExitedSignal{Generation: 7, Reason: domain.RuntimeExitedIdle})
 		e.backlog = 1
 		e.poke()
 	})
@@ -364,12 +366,12 @@ func TestRoomSessionContinuesAsNewCarryingItsState(t *testing.T) {
 	e := newSessionEnv(t)
 	e.at(time.Second, func() { e.backlog = 1; e.poke() })
 	e.at(time.Second*3/2, func() { e.backlog = 1; e.poke() })
-	e.env.ExecuteWorkflow(RoomSession, RoomSessionInput{RuntimeSession: e.id})
+	e.env.ExecuteWorkflow(RoomSession, contract.RoomSessionInput{RuntimeSession: e.id})
 	var can *workflow.ContinueAsNewError
 	if err := e.env.GetWorkflowError(); !errors.As(err, &can) {
 		t.Fatalf("want continue-as-new, got %v", err)
 	}
-	var next RoomSessionInput
+	var next contract.RoomSessionInput
 	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
 		t.Fatal(err)
 	}
@@ -387,11 +389,11 @@ func TestReconcilePokesSessionsWithBacklogAndStartsAMissingOne(t *testing.T) {
 	var sess *activities.Sessions
 	env.OnActivity(sess.FindBacklog, mock.Anything).Return(activities.BacklogReport{
 		Sessions: []uuid.UUID{running, missing}, StaleNodes: []string{"gone"}}, nil)
-	env.OnSignalExternalWorkflow(mock.Anything, RoomSessionID(running), "", SignalInbound, mock.Anything).Return(nil)
-	env.OnSignalExternalWorkflow(mock.Anything, RoomSessionID(missing), "", SignalInbound, mock.Anything).Return(errors.New("not found"))
+	env.OnSignalExternalWorkflow(mock.Anything, contract.RoomSessionID(running), "", contract.SignalInbound, mock.Anything).Return(nil)
+	env.OnSignalExternalWorkflow(mock.Anything, contract.RoomSessionID(missing), "", contract.SignalInbound, mock.Anything).Return(errors.New("not found"))
 	started := false
 	env.OnWorkflow(RoomSession, mock.Anything, mock.Anything).Return(
-		func(_ workflow.Context, in RoomSessionInput) error {
+		func(_ workflow.Context, in contract.RoomSessionInput) error {
 			started = in.RuntimeSession == missing
 			return nil
 		})
@@ -430,16 +432,16 @@ func TestAnUpdateQueuedWhileContinueAsNewWaitsIsServed(t *testing.T) {
 	env.OnActivity(rt.TeardownRuntime, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(rt.InterruptTurn, mock.Anything, mock.Anything).After(20 * time.Second).Return(nil)
 	var stopDone, restartDone bool
-	env.RegisterDelayedCallback(func() { backlog = 1; env.SignalWorkflow(SignalInbound, nil) }, time.Second)
+	env.RegisterDelayedCallback(func() { backlog = 1; env.SignalWorkflow(contract.SignalInbound, nil) }, time.Second)
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(UpdateStop, "s", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
-			OnComplete: func(interface{}, error) { stopDone = true }}, StopRequest{Reason: string(domain.StopOperator)})
+		env.UpdateWorkflow(contract.UpdateStop, "s", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+			OnComplete: func(interface{}, error) { stopDone = true }}, contract.StopRequest{Reason: string(domain.StopOperator)})
 	}, 5*time.Second)
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(UpdateRestart, "r", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
-			OnComplete: func(interface{}, error) { restartDone = true }}, RestartRequest{OnlyIfBacklog: true})
+		env.UpdateWorkflow(contract.UpdateRestart, "r", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+			OnComplete: func(interface{}, error) { restartDone = true }}, contract.RestartRequest{OnlyIfBacklog: true})
 	}, 15*time.Second)
-	env.ExecuteWorkflow(RoomSession, RoomSessionInput{RuntimeSession: uuid.New()})
+	env.ExecuteWorkflow(RoomSession, contract.RoomSessionInput{RuntimeSession: uuid.New()})
 	if !stopDone || !restartDone {
 		t.Fatalf("stop done %v, restart done %v (workflow: %v)", stopDone, restartDone, env.GetWorkflowError())
 	}
@@ -477,11 +479,11 @@ func TestAStopDuringPrepareRunsNoTurn(t *testing.T) {
 	env.OnActivity(rt.InterruptTurn, mock.Anything, mock.Anything).Return(nil)
 	var stopped error = errors.New("not answered")
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(UpdateStop, "s", &testsuite.TestUpdateCallback{OnReject: func(err error) { stopped = err }, OnAccept: func() {},
-			OnComplete: func(_ interface{}, err error) { stopped = err }}, StopRequest{Reason: string(domain.StopOperator)})
+		env.UpdateWorkflow(contract.UpdateStop, "s", &testsuite.TestUpdateCallback{OnReject: func(err error) { stopped = err }, OnAccept: func() {},
+			OnComplete: func(_ interface{}, err error) { stopped = err }}, contract.StopRequest{Reason: string(domain.StopOperator)})
 	}, 5*time.Second)
 	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Hour)
-	env.ExecuteWorkflow(RoomSession, RoomSessionInput{RuntimeSession: uuid.New()})
+	env.ExecuteWorkflow(RoomSession, contract.RoomSessionInput{RuntimeSession: uuid.New()})
 	if stopped != nil || turns != 0 || len(teardowns) != 1 {
 		t.Fatalf("stop %v, %d turns, teardowns %v", stopped, turns, teardowns)
 	}

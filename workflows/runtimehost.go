@@ -15,114 +15,13 @@ import (
 )
 
 // Message names of the RuntimeHost workflow.
-const (
-	// UpdateAcquire takes a member's lease; the sandbox is ready when it completes.
-	UpdateAcquire = "acquire"
-	// UpdateRelease drops a member's lease; the last release parks the sandbox.
-	UpdateRelease = "release"
-	// UpdateControl runs a host-scope Stop, Restart or ResetSandbox.
-	UpdateControl = "control"
-	// UpdatePermit and UpdateUnpermit bracket a member's turn; UpdateQuiesce waits until no
-	// turn runs and holds new ones back until UpdateResume (the checkpoint coordinator).
-	UpdatePermit   = "permit"
-	UpdateUnpermit = "unpermit"
-	UpdateQuiesce  = "quiesce"
-	UpdateResume   = "resume"
-	// UpdateCheckpoint captures a manual checkpoint with every member's turn quiesced.
-	UpdateCheckpoint = "checkpoint"
-	// QueryHost answers the host's RuntimeHostStatus.
-	QueryHost = "host"
-)
-
 // parkRetryAfter is how long a failed final park waits before it is tried again.
 var parkRetryAfter = time.Minute
 
-// RuntimeHostInput starts (or continues) the entity workflow of one runtime host.
-type RuntimeHostInput struct {
-	Host  uuid.UUID         `json:"host"`
-	State *RuntimeHostState `json:"state,omitempty"`
-}
-
-// RuntimeHostState is the lease and sandbox state, carried through continue-as-new. The
-// workflow is the lease: its member count survives a crash of any worker.
-type RuntimeHostState struct {
-	// Host is the record this workflow loaded (node, owner, sandbox name), carried so a
-	// later run needs no store read.
-	Host   *activities.LoadHostResult `json:"host,omitempty"`
-	Leases []uuid.UUID                `json:"leases"`
-	// Ready: the sandbox was created or verified since it was last parked.
-	Ready bool `json:"ready"`
-	// ParkFailed: the final park failed and is retried.
-	ParkFailed bool `json:"park_failed"`
-	// Permits holds the members whose turn runs now (a member runs one turn at a time).
-	Permits   []uuid.UUID `json:"permits,omitempty"`
-	Quiesced  bool        `json:"quiesced"`
-	LastError string      `json:"last_error,omitempty"`
-	Created   int         `json:"created"`
-	// Checkpoints counts the generations this host published.
-	Checkpoints int `json:"checkpoints"`
-	// ParkReason is the checkpoint reason of the last member's release (before_remove for a
-	// removed room); "" is before_stop.
-	ParkReason domain.CheckpointReason `json:"park_reason,omitempty"`
-	// LastCheckpointAt: when the newest generation was published (or the host first served).
-	LastCheckpointAt time.Time `json:"last_checkpoint_at,omitempty"`
-	// Dirty: a member's turn ran since the last checkpoint (only turns change the provider
-	// state worth capturing; a checkpoint of untouched or lost state would claim sessions it
-	// does not hold).
-	Dirty bool `json:"dirty,omitempty"`
-}
-
-// RuntimeHostStatus is the answer of QueryHost.
-type RuntimeHostStatus struct {
-	Leases      []uuid.UUID `json:"leases"`
-	Ready       bool        `json:"ready"`
-	ParkFailed  bool        `json:"park_failed"`
-	Controlling bool        `json:"controlling"`
-	Permits     int         `json:"permits"`
-	Quiesced    bool        `json:"quiesced"`
-	LastError   string      `json:"last_error,omitempty"`
-	Checkpoints int         `json:"checkpoints"`
-}
-
-// LeaseRequest is the input of UpdateAcquire, UpdateRelease, UpdatePermit and UpdateUnpermit.
-type LeaseRequest struct {
-	RuntimeSession uuid.UUID `json:"runtime_session"`
-	// Reason (release only) is why the member's runtime stopped.
-	Reason domain.CheckpointReason `json:"reason,omitempty"`
-}
-
-// ControlRequest is the input of UpdateControl. Action is one of domain.HostActions.
-type ControlRequest struct {
-	Action         string `json:"action"`
-	DiscardChanges bool   `json:"discard_changes,omitempty"`
-	// Replacement (reset_sandbox only) recreates the host for a template edit that changed
-	// its compatibility fingerprint: once the sandbox is destroyed, the host takes the
-	// replacement fingerprint and its members the generation, before they come back.
-	Replacement *activities.CommitHostReplacementInput `json:"replacement,omitempty"`
-}
-
-// ControlMember is one member in a control's result.
-type ControlMember struct {
-	RuntimeSession uuid.UUID `json:"runtime_session"`
-	RoomID         uuid.UUID `json:"room_id"`
-	Alias          string    `json:"alias"`
-	WasLive        bool      `json:"was_live"`
-	Restarted      bool      `json:"restarted"`
-}
-
-// ControlResult lists every member a control affected.
-type ControlResult struct {
-	Action domain.HostAction `json:"action"`
-	// Replaced: the host took a replacement fingerprint and its members the generation.
-	Replaced         bool            `json:"replaced,omitempty"`
-	Members          []ControlMember `json:"members"`
-	SandboxDestroyed bool            `json:"sandbox_destroyed"`
-}
-
 type runtimeHost struct {
-	in     RuntimeHostInput
-	s      RuntimeHostState
-	host   activities.LoadHostResult
+	in     contract.RuntimeHostInput
+	s      contract.RuntimeHostState
+	host   contract.LoadHostResult
 	busy   bool // a sandbox operation runs
 	loaded bool // the host record is read
 	gone   bool // the host record was deleted and the sandbox is parked
@@ -146,7 +45,7 @@ type runtimeHost struct {
 // sandbox's create-or-reuse with ownership proof before any provider starts, parking when the
 // last member leaves, fencing of an orphan sandbox, host-scope controls, and turn permits for
 // the checkpoint coordinator. See ARCHITECTURE.md §4.
-func RuntimeHost(ctx workflow.Context, in RuntimeHostInput) error {
+func RuntimeHost(ctx workflow.Context, in contract.RuntimeHostInput) error {
 	r := &runtimeHost{in: in}
 	if in.State != nil {
 		r.s = *in.State
@@ -212,19 +111,19 @@ func RuntimeHost(ctx workflow.Context, in RuntimeHostInput) error {
 			continue
 		}
 		s := r.s
-		return workflow.NewContinueAsNewError(ctx, RuntimeHost, RuntimeHostInput{Host: in.Host, State: &s})
+		return workflow.NewContinueAsNewError(ctx, RuntimeHost, contract.RuntimeHostInput{Host: in.Host, State: &s})
 	}
 }
 
 func (r *runtimeHost) register(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryHost, func() (RuntimeHostStatus, error) {
-		return RuntimeHostStatus{Leases: r.s.Leases, Ready: r.s.Ready, ParkFailed: r.s.ParkFailed,
+	if err := workflow.SetQueryHandler(ctx, contract.QueryHost, func() (contract.RuntimeHostStatus, error) {
+		return contract.RuntimeHostStatus{Leases: r.s.Leases, Ready: r.s.Ready, ParkFailed: r.s.ParkFailed,
 			Controlling: r.controlling, Permits: len(r.s.Permits), Quiesced: r.s.Quiesced, LastError: r.s.LastError,
 			Checkpoints: r.s.Checkpoints}, nil
 	}); err != nil {
 		return err
 	}
-	validSession := func(_ workflow.Context, req LeaseRequest) error {
+	validSession := func(_ workflow.Context, req contract.LeaseRequest) error {
 		if req.RuntimeSession == uuid.Nil {
 			return contract.Fail("runtime_session is required", domain.ErrTypeValidation, nil)
 		}
@@ -235,7 +134,7 @@ func (r *runtimeHost) register(ctx workflow.Context) error {
 		fn   any
 		v    any
 	}{
-		{UpdateAcquire, r.acquire, func(ctx workflow.Context, req LeaseRequest) error {
+		{contract.UpdateAcquire, r.acquire, func(ctx workflow.Context, req contract.LeaseRequest) error {
 			if err := validSession(ctx, req); err != nil {
 				return err
 			}
@@ -244,10 +143,10 @@ func (r *runtimeHost) register(ctx workflow.Context) error {
 			}
 			return nil
 		}},
-		{UpdateRelease, r.release, validSession},
-		{UpdatePermit, r.permit, validSession},
-		{UpdateUnpermit, r.unpermit, validSession},
-		{UpdateControl, r.control, func(_ workflow.Context, req ControlRequest) error {
+		{contract.UpdateRelease, r.release, validSession},
+		{contract.UpdatePermit, r.permit, validSession},
+		{contract.UpdateUnpermit, r.unpermit, validSession},
+		{contract.UpdateControl, r.control, func(_ workflow.Context, req contract.ControlRequest) error {
 			if _, err := domain.HostActions.Parse(req.Action); err != nil {
 				return contract.Fail(fmt.Sprintf("action %q: want one of %v", req.Action, domain.HostActions.Strings()), domain.ErrTypeValidation, nil)
 			}
@@ -256,9 +155,9 @@ func (r *runtimeHost) register(ctx workflow.Context) error {
 			}
 			return nil
 		}},
-		{UpdateCheckpoint, r.checkpointNow, nil},
-		{UpdateQuiesce, r.quiesce, nil},
-		{UpdateResume, r.resume, nil},
+		{contract.UpdateCheckpoint, r.checkpointNow, nil},
+		{contract.UpdateQuiesce, r.quiesce, nil},
+		{contract.UpdateResume, r.resume, nil},
 	}
 	for _, h := range handlers {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, h.name, h.fn, workflow.UpdateHandlerOptions{Validator: h.v}); err != nil {
@@ -270,7 +169,7 @@ func (r *runtimeHost) register(ctx workflow.Context) error {
 
 func (r *runtimeHost) nodeCtx(ctx workflow.Context, timeout time.Duration, attempts int32) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              NodeTaskQueue(r.host.Node),
+		TaskQueue:              contract.NodeTaskQueue(r.host.Node),
 		ScheduleToStartTimeout: nodeScheduleToStart,
 		StartToCloseTimeout:    timeout,
 		HeartbeatTimeout:       runtimeHeartbeat,
@@ -303,17 +202,17 @@ func (r *runtimeHost) lockSandbox(ctx workflow.Context) error {
 // acquire makes the sandbox ready for a member and counts its lease. The first member after
 // the host was parked (or after a crash) finds no lease: a sandbox still running then is an
 // orphan, fenced (verified, stopped) before anything starts in it.
-func (r *runtimeHost) acquire(ctx workflow.Context, req LeaseRequest) (activities.HostLease, error) {
+func (r *runtimeHost) acquire(ctx workflow.Context, req contract.LeaseRequest) (contract.HostLease, error) {
 	r.seq++
 	started := r.seq
 	if err := r.lockSandbox(ctx); err != nil {
-		return activities.HostLease{}, err
+		return contract.HostLease{}, err
 	}
 	defer func() { r.busy = false }()
 	if r.releasedAt[req.RuntimeSession] > started {
-		return activities.HostLease{}, contract.Fail("the session released the host while this acquire waited", domain.ErrTypeHostBusy, nil)
+		return contract.HostLease{}, contract.Fail("the session released the host while this acquire waited", domain.ErrTypeHostBusy, nil)
 	}
-	lease := activities.HostLease{Host: r.in.Host, Node: r.host.Node, SandboxName: r.host.SandboxName}
+	lease := contract.HostLease{Host: r.in.Host, Node: r.host.Node, SandboxName: r.host.SandboxName}
 	if r.controlling && !slices.Contains(r.s.Leases, req.RuntimeSession) {
 		return lease, contract.Fail("a host control is running; the room wakes after it", domain.ErrTypeHostBusy, nil)
 	}
@@ -356,7 +255,7 @@ func (r *runtimeHost) acquire(ctx workflow.Context, req LeaseRequest) (activitie
 
 // release drops a member's lease and records it dormant; the main loop parks the sandbox
 // when the last lease is gone.
-func (r *runtimeHost) release(ctx workflow.Context, req LeaseRequest) error {
+func (r *runtimeHost) release(ctx workflow.Context, req contract.LeaseRequest) error {
 	r.seq++
 	if r.releasedAt == nil {
 		r.releasedAt = map[uuid.UUID]int{}
@@ -410,9 +309,9 @@ var sandboxLifecycleTimeout = 11 * time.Minute
 // membership; every member is stopped (and recorded dormant) before the sandbox is parked or
 // destroyed once; Restart and Reset then bring back only the members that were live. A
 // failure stops the control with the members already stopped persisted as such.
-func (r *runtimeHost) control(ctx workflow.Context, req ControlRequest) (res ControlResult, err error) {
+func (r *runtimeHost) control(ctx workflow.Context, req contract.ControlRequest) (res contract.ControlResult, err error) {
 	action, _ := domain.HostActions.Parse(req.Action)
-	res = ControlResult{Action: action, Members: []ControlMember{}}
+	res = contract.ControlResult{Action: action, Members: []contract.ControlMember{}}
 	if req.Replacement != nil {
 		// A replacement that fails part-way gives the live members back their runtimes (on
 		// the configuration they had) instead of leaving them stopped.
@@ -460,7 +359,7 @@ func (r *runtimeHost) control(ctx workflow.Context, req ControlRequest) (res Con
 			RuntimeSession: m.RuntimeSession, Membership: domain.MembershipDormant}).Get(ctx, nil); err != nil {
 			return res, err
 		}
-		res.Members = append(res.Members, ControlMember{RuntimeSession: m.RuntimeSession, RoomID: m.RoomID, Alias: m.Alias, WasLive: wasLive})
+		res.Members = append(res.Members, contract.ControlMember{RuntimeSession: m.RuntimeSession, RoomID: m.RoomID, Alias: m.Alias, WasLive: wasLive})
 	}
 	if err := r.lockSandbox(ctx); err != nil {
 		return res, err
@@ -529,22 +428,22 @@ func (r *runtimeHost) checkpoint(ctx workflow.Context, reason domain.CheckpointR
 
 // capture publishes a generation of the (quiesced) provider state; force captures even when
 // no turn ran since the last one (an operator's manual checkpoint).
-func (r *runtimeHost) capture(ctx workflow.Context, reason domain.CheckpointReason, force bool) (activities.CaptureCheckpointResult, error) {
+func (r *runtimeHost) capture(ctx workflow.Context, reason domain.CheckpointReason, force bool) (contract.CaptureCheckpointResult, error) {
 	if !r.s.Dirty && !force {
-		return activities.CaptureCheckpointResult{Skipped: true}, nil
+		return contract.CaptureCheckpointResult{Skipped: true}, nil
 	}
 	var id uuid.UUID
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.New() }).Get(&id); err != nil {
-		return activities.CaptureCheckpointResult{}, err
+		return contract.CaptureCheckpointResult{}, err
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              NodeTaskQueue(r.host.Node),
+		TaskQueue:              contract.NodeTaskQueue(r.host.Node),
 		ScheduleToStartTimeout: nodeScheduleToStart,
 		StartToCloseTimeout:    checkpointTimeout,
 		HeartbeatTimeout:       runtimeHeartbeat,
 		RetryPolicy:            contract.Retry(temporal.RetryPolicy{MaximumAttempts: 3}),
 	})
-	var out activities.CaptureCheckpointResult
+	var out contract.CaptureCheckpointResult
 	err := workflow.ExecuteActivity(actx, r.ckpt.CaptureCheckpoint, activities.CaptureCheckpointInput{
 		Host: r.in.Host, ID: id, Reason: reason}).Get(ctx, &out)
 	if err != nil {
@@ -567,7 +466,7 @@ type ckptRequest struct {
 	reason domain.CheckpointReason
 	force  bool
 	done   bool
-	result activities.CaptureCheckpointResult
+	result contract.CaptureCheckpointResult
 	err    error
 }
 
@@ -592,11 +491,11 @@ func (r *runtimeHost) runCheckpoints(ctx workflow.Context) {
 }
 
 // checkpointNow is the manual checkpoint update: it waits for the loop to capture.
-func (r *runtimeHost) checkpointNow(ctx workflow.Context) (activities.CaptureCheckpointResult, error) {
+func (r *runtimeHost) checkpointNow(ctx workflow.Context) (contract.CaptureCheckpointResult, error) {
 	req := &ckptRequest{reason: domain.CheckpointManual, force: true}
 	r.ckpts = append(r.ckpts, req)
 	if err := workflow.Await(ctx, func() bool { return req.done }); err != nil {
-		return activities.CaptureCheckpointResult{}, err
+		return contract.CaptureCheckpointResult{}, err
 	}
 	return req.result, req.err
 }
@@ -606,7 +505,7 @@ func (r *runtimeHost) checkpointNow(ctx workflow.Context) (activities.CaptureChe
 var replaceTurnWait = 30 * time.Minute
 
 // permit lets a member's turn run unless a checkpoint holds the host quiesced.
-func (r *runtimeHost) permit(ctx workflow.Context, req LeaseRequest) error {
+func (r *runtimeHost) permit(ctx workflow.Context, req contract.LeaseRequest) error {
 	if r.replacing {
 		return contract.Fail("the host is being recreated for a template change; the turn waits", domain.ErrTypeHostReplacing, nil)
 	}
@@ -628,7 +527,7 @@ func (r *runtimeHost) permit(ctx workflow.Context, req LeaseRequest) error {
 
 // unpermit ends the member's turn; when a checkpoint is due (turns ran and the newest
 // generation is older than afterTurnEvery) one is requested with reason after_turn.
-func (r *runtimeHost) unpermit(ctx workflow.Context, req LeaseRequest) error {
+func (r *runtimeHost) unpermit(ctx workflow.Context, req contract.LeaseRequest) error {
 	r.s.Permits = slices.DeleteFunc(r.s.Permits, func(id uuid.UUID) bool { return id == req.RuntimeSession })
 	if r.s.Dirty && len(r.ckpts) == 0 && workflow.Now(ctx).Sub(r.s.LastCheckpointAt) >= afterTurnEvery {
 		r.ckpts = append(r.ckpts, &ckptRequest{reason: domain.CheckpointAfterTurn})

@@ -45,11 +45,11 @@ func newHostEnv(t *testing.T) *hostEnv {
 	var sb *activities.Sandbox
 	var ck *activities.Checkpoints
 	e.env.OnActivity(ck.CaptureCheckpoint, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.CaptureCheckpointInput) (activities.CaptureCheckpointResult, error) {
+		func(_ context.Context, in activities.CaptureCheckpointInput) (contract.CaptureCheckpointResult, error) {
 			e.ops = append(e.ops, "checkpoint:"+string(in.Reason))
-			return activities.CaptureCheckpointResult{ID: in.ID}, nil
+			return contract.CaptureCheckpointResult{ID: in.ID}, nil
 		})
-	e.env.OnActivity(h.LoadHost, mock.Anything, mock.Anything).Return(activities.LoadHostResult{Node: "n1",
+	e.env.OnActivity(h.LoadHost, mock.Anything, mock.Anything).Return(contract.LoadHostResult{Node: "n1",
 		Placement: domain.PlacementShared, State: domain.HostProvisioning, SandboxName: "jam-0123456789abcdef"}, nil)
 	e.env.OnActivity(h.MarkMember, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.MarkMemberInput) (activities.MarkMemberResult, error) {
@@ -124,7 +124,7 @@ func (e *hostEnv) update(d time.Duration, name string, arg any, out *error) {
 
 func (e *hostEnv) run(until time.Duration) {
 	e.env.RegisterDelayedCallback(func() { e.env.CancelWorkflow() }, until)
-	e.env.ExecuteWorkflow(RuntimeHost, RuntimeHostInput{Host: e.host})
+	e.env.ExecuteWorkflow(RuntimeHost, contract.RuntimeHostInput{Host: e.host})
 	if err := e.env.GetWorkflowError(); err == nil || !temporal.IsCanceledError(err) {
 		e.t.Fatalf("the workflow ended with %v, want cancelled", err)
 	}
@@ -134,18 +134,18 @@ func TestTheLastReleaseParksTheSandboxAndTheFirstAcquireFencesIt(t *testing.T) {
 	e := newHostEnv(t)
 	a, b := uuid.New(), uuid.New()
 	var errs [4]error
-	var lease activities.HostLease
+	var lease contract.HostLease
 	e.env.RegisterDelayedCallback(func() {
-		e.env.UpdateWorkflow(UpdateAcquire, "first", &testsuite.TestUpdateCallback{OnReject: func(err error) { errs[0] = err },
-			OnAccept: func() {}, OnComplete: func(v interface{}, err error) { errs[0] = err; lease, _ = v.(activities.HostLease) }},
-			LeaseRequest{RuntimeSession: a})
+		e.env.UpdateWorkflow(contract.UpdateAcquire, "first", &testsuite.TestUpdateCallback{OnReject: func(err error) { errs[0] = err },
+			OnAccept: func() {}, OnComplete: func(v interface{}, err error) { errs[0] = err; lease, _ = v.(contract.HostLease) }},
+			contract.LeaseRequest{RuntimeSession: a})
 	}, 0)
-	e.update(2*time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: b}, &errs[1])
+	e.update(2*time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: b}, &errs[1])
 	var turn [2]error
-	e.update(2500*time.Millisecond, UpdatePermit, LeaseRequest{RuntimeSession: a}, &turn[0])
-	e.update(2700*time.Millisecond, UpdateUnpermit, LeaseRequest{RuntimeSession: a}, &turn[1])
-	e.update(3*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a}, &errs[2])
-	e.update(4*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: b}, &errs[3])
+	e.update(2500*time.Millisecond, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: a}, &turn[0])
+	e.update(2700*time.Millisecond, contract.UpdateUnpermit, contract.LeaseRequest{RuntimeSession: a}, &turn[1])
+	e.update(3*time.Second, contract.UpdateRelease, contract.LeaseRequest{RuntimeSession: a}, &errs[2])
+	e.update(4*time.Second, contract.UpdateRelease, contract.LeaseRequest{RuntimeSession: b}, &errs[3])
 	e.run(time.Minute)
 	for i, err := range errs {
 		if err != nil {
@@ -167,8 +167,8 @@ func TestAFailedFinalParkStaysRetryable(t *testing.T) {
 	e.parkFails = 3 // every attempt of the first park
 	a := uuid.New()
 	var errs [2]error
-	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
-	e.update(2*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a}, &errs[1])
+	e.update(time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(2*time.Second, contract.UpdateRelease, contract.LeaseRequest{RuntimeSession: a}, &errs[1])
 	e.run(10 * time.Minute)
 	want := []string{"ensure+fence", "host:active", "park-failed", "park-failed", "park-failed", "park", "host:parked"}
 	if !equalOps(e.ops, want) {
@@ -182,11 +182,11 @@ func TestHostResetQuiescesEveryMemberThenDestroysOnceAndRestartsOnlyTheLive(t *t
 	e.members = []activities.ScopeMember{{RuntimeSession: a}, {RuntimeSession: b}}
 	e.live[a] = true
 	var errs [3]error
-	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: a}, &errs[0])
 	var turn error
-	e.update(1500*time.Millisecond, UpdatePermit, LeaseRequest{RuntimeSession: a}, &turn)
-	e.update(2*time.Second, UpdateControl, ControlRequest{Action: string(domain.HostResetSandbox)}, &errs[1])
-	e.update(3*time.Second, UpdateControl, ControlRequest{Action: "explode"}, &errs[2])
+	e.update(1500*time.Millisecond, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: a}, &turn)
+	e.update(2*time.Second, contract.UpdateControl, contract.ControlRequest{Action: string(domain.HostResetSandbox)}, &errs[1])
+	e.update(3*time.Second, contract.UpdateControl, contract.ControlRequest{Action: "explode"}, &errs[2])
 	e.run(time.Minute)
 	if errs[0] != nil || errs[1] != nil || !contract.Is(errs[2], domain.ErrTypeValidation) {
 		t.Fatalf("updates %v", errs)
@@ -203,22 +203,22 @@ func TestAQuiesceWaitsForRunningTurnsAndHoldsNewOnesBack(t *testing.T) {
 	var order []string
 	var errs [4]error
 	var acq error
-	e.update(500*time.Millisecond, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &acq)
-	e.update(time.Second, UpdatePermit, LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(500*time.Millisecond, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: a}, &acq)
+	e.update(time.Second, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: a}, &errs[0])
 	e.env.RegisterDelayedCallback(func() {
-		e.env.UpdateWorkflow(UpdateQuiesce, "q", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+		e.env.UpdateWorkflow(contract.UpdateQuiesce, "q", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
 			OnComplete: func(interface{}, error) { order = append(order, "quiesced") }})
 	}, 2*time.Second)
 	e.env.RegisterDelayedCallback(func() {
-		e.env.UpdateWorkflow(UpdatePermit, "p2", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
-			OnComplete: func(interface{}, error) { order = append(order, "second turn") }}, LeaseRequest{RuntimeSession: a})
+		e.env.UpdateWorkflow(contract.UpdatePermit, "p2", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+			OnComplete: func(interface{}, error) { order = append(order, "second turn") }}, contract.LeaseRequest{RuntimeSession: a})
 	}, 3*time.Second)
 	e.env.RegisterDelayedCallback(func() {
 		order = append(order, "first turn ends")
-		e.env.UpdateWorkflow(UpdateUnpermit, "u1", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
-			OnComplete: func(interface{}, error) {}}, LeaseRequest{RuntimeSession: a})
+		e.env.UpdateWorkflow(contract.UpdateUnpermit, "u1", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+			OnComplete: func(interface{}, error) {}}, contract.LeaseRequest{RuntimeSession: a})
 	}, 4*time.Second)
-	e.update(5*time.Second, UpdateResume, nil, &errs[1])
+	e.update(5*time.Second, contract.UpdateResume, nil, &errs[1])
 	e.run(time.Minute)
 	want := []string{"first turn ends", "quiesced", "second turn"}
 	if !equalOps(order, want) {
@@ -232,10 +232,10 @@ func TestAHostWhoseRecordIsGoneParksThenEnds(t *testing.T) {
 	e := newHostEnv(t)
 	a := uuid.New()
 	var errs [2]error
-	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: a}, &errs[0])
 	e.env.RegisterDelayedCallback(func() { e.hostGone = true }, 2*time.Second)
-	e.update(3*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a}, &errs[1])
-	e.env.ExecuteWorkflow(RuntimeHost, RuntimeHostInput{Host: e.host})
+	e.update(3*time.Second, contract.UpdateRelease, contract.LeaseRequest{RuntimeSession: a}, &errs[1])
+	e.env.ExecuteWorkflow(RuntimeHost, contract.RuntimeHostInput{Host: e.host})
 	if !e.env.IsWorkflowCompleted() || e.env.GetWorkflowError() != nil {
 		t.Fatalf("completed %v, error %v", e.env.IsWorkflowCompleted(), e.env.GetWorkflowError())
 	}
@@ -251,9 +251,9 @@ func TestAnAcquireAfterAFailedParkFencesTheSandbox(t *testing.T) {
 	e.parkFails = 3
 	a, b := uuid.New(), uuid.New()
 	var errs [3]error
-	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
-	e.update(2*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a}, &errs[1])
-	e.update(30*time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: b}, &errs[2])
+	e.update(time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(2*time.Second, contract.UpdateRelease, contract.LeaseRequest{RuntimeSession: a}, &errs[1])
+	e.update(30*time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: b}, &errs[2])
 	e.run(10 * time.Minute)
 	want := []string{"ensure+fence", "host:active", "park-failed", "park-failed", "park-failed",
 		"ensure+fence", "host:active"}
@@ -268,11 +268,11 @@ func TestAFailedAcquireLeavesNoLease(t *testing.T) {
 	e := newHostEnv(t)
 	e.archived = true
 	var err error
-	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: uuid.New()}, &err)
+	e.update(time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: uuid.New()}, &err)
 	var leases int
 	e.env.RegisterDelayedCallback(func() {
-		v, _ := e.env.QueryWorkflow(QueryHost)
-		var st RuntimeHostStatus
+		v, _ := e.env.QueryWorkflow(contract.QueryHost)
+		var st contract.RuntimeHostStatus
 		_ = v.Get(&st)
 		leases = len(st.Leases)
 	}, time.Minute)
@@ -292,9 +292,9 @@ func TestAPermitForASessionWithoutALeaseIsRefused(t *testing.T) {
 	a := uuid.New()
 	var permitErr, ckptErr error
 	ckptDone := false
-	e.update(time.Second, UpdatePermit, LeaseRequest{RuntimeSession: a}, &permitErr)
+	e.update(time.Second, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: a}, &permitErr)
 	e.env.RegisterDelayedCallback(func() {
-		e.env.UpdateWorkflow(UpdateCheckpoint, "manual", &testsuite.TestUpdateCallback{OnReject: func(err error) { ckptErr = err },
+		e.env.UpdateWorkflow(contract.UpdateCheckpoint, "manual", &testsuite.TestUpdateCallback{OnReject: func(err error) { ckptErr = err },
 			OnAccept: func() {}, OnComplete: func(_ interface{}, err error) { ckptErr, ckptDone = err, true }})
 	}, 2*time.Second)
 	e.run(time.Hour)
@@ -321,21 +321,21 @@ func TestAManualCheckpointRunsWithEveryTurnQuiesced(t *testing.T) {
 	e := newHostEnv(t)
 	a, b := uuid.New(), uuid.New()
 	var errs [3]error
-	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
-	e.update(2*time.Second, UpdatePermit, LeaseRequest{RuntimeSession: a}, &errs[1])
+	e.update(time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(2*time.Second, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: a}, &errs[1])
 	var ckptErr error
 	e.env.RegisterDelayedCallback(func() {
-		e.env.UpdateWorkflow(UpdateCheckpoint, "manual", &testsuite.TestUpdateCallback{OnReject: func(err error) { ckptErr = err },
+		e.env.UpdateWorkflow(contract.UpdateCheckpoint, "manual", &testsuite.TestUpdateCallback{OnReject: func(err error) { ckptErr = err },
 			OnAccept: func() {}, OnComplete: func(_ interface{}, err error) { ckptErr = err }})
 	}, 3*time.Second)
 	e.env.RegisterDelayedCallback(func() {
-		e.env.UpdateWorkflow(UpdatePermit, "second", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
-			OnComplete: func(interface{}, error) { e.ops = append(e.ops, "second turn") }}, LeaseRequest{RuntimeSession: b})
+		e.env.UpdateWorkflow(contract.UpdatePermit, "second", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+			OnComplete: func(interface{}, error) { e.ops = append(e.ops, "second turn") }}, contract.LeaseRequest{RuntimeSession: b})
 	}, 4*time.Second)
 	e.env.RegisterDelayedCallback(func() {
 		e.ops = append(e.ops, "first turn ends")
-		e.env.UpdateWorkflow(UpdateUnpermit, "end", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
-			OnComplete: func(interface{}, error) {}}, LeaseRequest{RuntimeSession: a})
+		e.env.UpdateWorkflow(contract.UpdateUnpermit, "end", &testsuite.TestUpdateCallback{OnReject: func(error) {}, OnAccept: func() {},
+			OnComplete: func(interface{}, error) {}}, contract.LeaseRequest{RuntimeSession: a})
 	}, 5*time.Second)
 	e.run(time.Minute)
 	end, ck, second := slices.Index(e.ops, "first turn ends"), slices.Index(e.ops, "checkpoint:manual"), slices.Index(e.ops, "second turn")
@@ -353,11 +353,11 @@ func TestATurnTriggersAnAfterTurnCheckpointWhenDue(t *testing.T) {
 	e := newHostEnv(t)
 	a := uuid.New()
 	var errs [5]error
-	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
-	e.update(2*time.Second, UpdatePermit, LeaseRequest{RuntimeSession: a}, &errs[1])
-	e.update(10*time.Second, UpdateUnpermit, LeaseRequest{RuntimeSession: a}, &errs[2]) // not due yet
-	e.update(80*time.Second, UpdatePermit, LeaseRequest{RuntimeSession: a}, &errs[3])
-	e.update(90*time.Second, UpdateUnpermit, LeaseRequest{RuntimeSession: a}, &errs[4]) // due
+	e.update(time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(2*time.Second, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: a}, &errs[1])
+	e.update(10*time.Second, contract.UpdateUnpermit, contract.LeaseRequest{RuntimeSession: a}, &errs[2]) // not due yet
+	e.update(80*time.Second, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: a}, &errs[3])
+	e.update(90*time.Second, contract.UpdateUnpermit, contract.LeaseRequest{RuntimeSession: a}, &errs[4]) // due
 	e.run(10 * time.Minute)
 	n := 0
 	for _, op := range e.ops {
@@ -375,10 +375,10 @@ func TestTheLastReleaseNamesTheCheckpointByItsReason(t *testing.T) {
 	e := newHostEnv(t)
 	a := uuid.New()
 	var errs [4]error
-	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
-	e.update(2*time.Second, UpdatePermit, LeaseRequest{RuntimeSession: a}, &errs[1])
-	e.update(3*time.Second, UpdateUnpermit, LeaseRequest{RuntimeSession: a}, &errs[2])
-	e.update(4*time.Second, UpdateRelease, LeaseRequest{RuntimeSession: a, Reason: domain.CheckpointBeforeRemove}, &errs[3])
+	e.update(time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(2*time.Second, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: a}, &errs[1])
+	e.update(3*time.Second, contract.UpdateUnpermit, contract.LeaseRequest{RuntimeSession: a}, &errs[2])
+	e.update(4*time.Second, contract.UpdateRelease, contract.LeaseRequest{RuntimeSession: a, Reason: domain.CheckpointBeforeRemove}, &errs[3])
 	e.run(time.Minute)
 	if want := []string{"ensure+fence", "host:active", "checkpoint:before_remove", "park", "host:parked"}; !equalOps(e.ops, want) {
 		t.Fatalf("ops %v, want %v", e.ops, want)
@@ -392,7 +392,7 @@ func TestAReplacementWaitsForRunningTurnsAndRefusesNewOnes(t *testing.T) {
 	e := newHostEnv(t)
 	var h *activities.Hosts
 	e.env.OnActivity(h.CommitHostReplacement, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.CommitHostReplacementInput) error {
+		func(context.Context, contract.CommitHostReplacementInput) error {
 			e.ops = append(e.ops, "replace")
 			return nil
 		})
@@ -401,13 +401,13 @@ func TestAReplacementWaitsForRunningTurnsAndRefusesNewOnes(t *testing.T) {
 	e.live[a] = true
 	start := e.env.Now()
 	var errs [6]error
-	e.update(time.Second, UpdateAcquire, LeaseRequest{RuntimeSession: a}, &errs[0])
-	e.update(1200*time.Millisecond, UpdateAcquire, LeaseRequest{RuntimeSession: b}, &errs[1])
-	e.update(1500*time.Millisecond, UpdatePermit, LeaseRequest{RuntimeSession: a}, &errs[2])
-	e.update(2*time.Second, UpdateControl, ControlRequest{Action: string(domain.HostResetSandbox),
-		Replacement: &activities.CommitHostReplacementInput{Template: uuid.New(), Generation: 2, Fingerprint: "new"}}, &errs[3])
-	e.update(3*time.Second, UpdatePermit, LeaseRequest{RuntimeSession: b}, &errs[4])
-	e.update(10*time.Second, UpdateUnpermit, LeaseRequest{RuntimeSession: a}, &errs[5])
+	e.update(time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(1200*time.Millisecond, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: b}, &errs[1])
+	e.update(1500*time.Millisecond, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: a}, &errs[2])
+	e.update(2*time.Second, contract.UpdateControl, contract.ControlRequest{Action: string(domain.HostResetSandbox),
+		Replacement: &contract.CommitHostReplacementInput{Template: uuid.New(), Generation: 2, Fingerprint: "new"}}, &errs[3])
+	e.update(3*time.Second, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: b}, &errs[4])
+	e.update(10*time.Second, contract.UpdateUnpermit, contract.LeaseRequest{RuntimeSession: a}, &errs[5])
 	e.run(time.Minute)
 	if errs[0] != nil || errs[1] != nil || errs[2] != nil || errs[3] != nil || errs[5] != nil {
 		t.Fatalf("updates %v", errs)

@@ -3,29 +3,12 @@ package workflows
 import (
 	"time"
 
-	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/contract"
 )
-
-// TemplateApplyResult says what an apply did: nothing when its generation was superseded,
-// else each session asked to apply it and each host recreated for it. A session's own
-// outcome (effective, or failed with its recovery target) is on the session.
-type TemplateApplyResult struct {
-	Superseded bool               `json:"superseded"`
-	Sessions   []TemplateApplyOne `json:"sessions"`
-	Hosts      []TemplateApplyOne `json:"hosts"`
-}
-
-// TemplateApplyOne is one session or host of an apply.
-type TemplateApplyOne struct {
-	ID       uuid.UUID `json:"id"`
-	Replaced bool      `json:"replaced,omitempty"`
-	Error    string    `json:"error,omitempty"`
-}
 
 // templateApplyMemberTimeout bounds one room's apply: it waits for a running turn to end,
 // then replaces the runtime (and, failing, restores it).
@@ -37,10 +20,10 @@ const templateApplyMemberTimeout = 2 * time.Hour
 // accepted it; a runtime host whose compatibility fingerprint the edit changed is recreated
 // once through its RuntimeHost reset with the replacement, preserving every member. A
 // generation a newer save superseded does nothing and can never become effective.
-func TemplateApply(ctx workflow.Context, in activities.TemplateApplyInput) (TemplateApplyResult, error) {
+func TemplateApply(ctx workflow.Context, in contract.TemplateApplyInput) (contract.TemplateApplyResult, error) {
 	var sess *activities.Sessions
 	var h *activities.Hosts
-	out := TemplateApplyResult{Sessions: []TemplateApplyOne{}, Hosts: []TemplateApplyOne{}}
+	out := contract.TemplateApplyResult{Sessions: []contract.TemplateApplyOne{}, Hosts: []contract.TemplateApplyOne{}}
 	jam := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second},
@@ -70,18 +53,18 @@ func TemplateApply(ctx workflow.Context, in activities.TemplateApplyInput) (Temp
 	})
 	hosts := make([]workflow.Future, len(plan.Hosts))
 	for i, rep := range plan.Hosts {
-		hosts[i] = workflow.ExecuteActivity(replace, h.ReplaceHost, activities.CommitHostReplacementInput{Host: rep.Host,
+		hosts[i] = workflow.ExecuteActivity(replace, h.ReplaceHost, contract.CommitHostReplacementInput{Host: rep.Host,
 			Template: in.Template, Generation: in.Generation, Fingerprint: rep.Fingerprint})
 	}
 	for i, f := range sessions {
-		one := TemplateApplyOne{ID: plan.Sessions[i]}
+		one := contract.TemplateApplyOne{ID: plan.Sessions[i]}
 		if err := f.Get(ctx, nil); err != nil {
 			one.Error = errorText(err)
 		}
 		out.Sessions = append(out.Sessions, one)
 	}
 	for i, f := range hosts {
-		one := TemplateApplyOne{ID: plan.Hosts[i].Host}
+		one := contract.TemplateApplyOne{ID: plan.Hosts[i].Host}
 		if err := f.Get(ctx, &one.Replaced); err != nil {
 			one.Error = errorText(err)
 		}

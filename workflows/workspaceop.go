@@ -9,33 +9,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/google/uuid"
-
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
-
-// WorkspaceOpInput is one requested operation on a managed workspace.
-type WorkspaceOpInput struct {
-	Workspace    uuid.UUID               `json:"workspace"`
-	Action       domain.WorkspaceAction  `json:"action"`
-	ExportID     uuid.UUID               `json:"export_id,omitempty"`
-	Retention    domain.ArchiveRetention `json:"retention,omitempty"`
-	ForceDiscard bool                    `json:"force_discard,omitempty"`
-	// ConfirmPermanent is delete_export's own confirmation.
-	ConfirmPermanent bool `json:"confirm_permanent,omitempty"`
-}
-
-// WorkspaceOpResult is the finished operation, the export it made or restored, and, for a
-// blocked archive, what blocked it.
-type WorkspaceOpResult struct {
-	Operation domain.WorkspaceOperation `json:"operation"`
-	Export    *domain.WorkspaceExport   `json:"export,omitempty"`
-	Blockers  []string                  `json:"blockers,omitempty"`
-	// Resumed: an interrupted operation was finished rather than a new one started.
-	Resumed bool `json:"resumed,omitempty"`
-}
 
 // workspaceByteTimeout bounds one byte step (an export or restore of a large workspace, or
 // its verification); heartbeats tell a dead worker apart long before it.
@@ -46,9 +23,9 @@ const workspaceByteTimeout = 2 * time.Hour
 // Running operation (with its immutable intent) is persisted before any side effect, so an
 // operation interrupted anywhere is finished from its intent — by this run when the worker
 // dies, or by retry_reconcile when the run itself failed. Every step is idempotent.
-func WorkspaceOp(ctx workflow.Context, in WorkspaceOpInput) (WorkspaceOpResult, error) {
+func WorkspaceOp(ctx workflow.Context, in contract.WorkspaceOpInput) (contract.WorkspaceOpResult, error) {
 	if in.Action == domain.WorkspaceActionDeleteExport && !in.ConfirmPermanent {
-		return WorkspaceOpResult{}, contract.Fail(
+		return contract.WorkspaceOpResult{}, contract.Fail(
 			"confirm_permanent must be true: a deleted export cannot be restored", domain.ErrTypeValidation, nil)
 	}
 	var rec *activities.WorkspaceRecords
@@ -59,18 +36,18 @@ func WorkspaceOp(ctx workflow.Context, in WorkspaceOpInput) (WorkspaceOpResult, 
 	var begin activities.BeginWorkspaceOpResult
 	if err := workflow.ExecuteActivity(jam, rec.BeginWorkspaceOp, activities.BeginWorkspaceOpInput{Workspace: in.Workspace,
 		Action: in.Action, ExportID: in.ExportID, Retention: in.Retention, ForceDiscard: in.ForceDiscard}).Get(ctx, &begin); err != nil {
-		return WorkspaceOpResult{}, err
+		return contract.WorkspaceOpResult{}, err
 	}
-	out := WorkspaceOpResult{Operation: begin.Op, Resumed: begin.Resumed}
+	out := contract.WorkspaceOpResult{Operation: begin.Op, Resumed: begin.Resumed}
 	if begin.Done {
 		return out, nil
 	}
 	r := workspaceRun{ctx: ctx, jam: jam, begin: begin, out: &out,
 		node: workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue: NodeTaskQueue(begin.Host.Node), StartToCloseTimeout: workspaceByteTimeout, HeartbeatTimeout: runtimeHeartbeat,
+			TaskQueue: contract.NodeTaskQueue(begin.Host.Node), StartToCloseTimeout: workspaceByteTimeout, HeartbeatTimeout: runtimeHeartbeat,
 			RetryPolicy: contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second}),
 		}),
-		ref: activities.WorkspaceRef{Workspace: begin.Workspace.ID, Host: begin.Workspace.RuntimeHostID,
+		ref: contract.WorkspaceRef{Workspace: begin.Workspace.ID, Host: begin.Workspace.RuntimeHostID,
 			Session: begin.Workspace.RuntimeSessionID, Export: begin.Intent.ExportID},
 	}
 	var err error
@@ -96,8 +73,8 @@ type workspaceRun struct {
 	ctx       workflow.Context
 	jam, node workflow.Context
 	begin     activities.BeginWorkspaceOpResult
-	ref       activities.WorkspaceRef
-	out       *WorkspaceOpResult
+	ref       contract.WorkspaceRef
+	out       *contract.WorkspaceOpResult
 }
 
 // archive: stop the live session (BeforeStop checkpoint, held so no message wakes it), mark
@@ -122,7 +99,7 @@ func (r *workspaceRun) archive() error {
 	if !r.begin.ExportRecorded {
 		// A resumed archive that already published its export passed this inspection; its
 		// live bytes may be partly removed since.
-		var rep activities.RemovalReport
+		var rep contract.RemovalReport
 		if err := workflow.ExecuteActivity(r.node, w.InspectRemoval, r.ref).Get(r.ctx, &rep); err != nil {
 			return err
 		}

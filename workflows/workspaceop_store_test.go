@@ -113,7 +113,7 @@ func (stopMembers) ApplyConfig(context.Context, string, uuid.UUID, int64) (bool,
 // run executes one WorkspaceOp with the real activities; killAfter names an activity whose
 // side effect happens and whose answer is lost (a worker killed right after it), failing
 // the run as a crash would.
-func (f *opFixture) run(in WorkspaceOpInput, killAfter string) (WorkspaceOpResult, error) {
+func (f *opFixture) run(in contract.WorkspaceOpInput, killAfter string) (contract.WorkspaceOpResult, error) {
 	f.t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
@@ -136,12 +136,12 @@ func (f *opFixture) run(in WorkspaceOpInput, killAfter string) (WorkspaceOpResul
 			return killed
 		})
 	case "InspectRemoval":
-		env.OnActivity(w.InspectRemoval, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.WorkspaceRef) (activities.RemovalReport, error) {
+		env.OnActivity(w.InspectRemoval, mock.Anything, mock.Anything).Return(func(ctx context.Context, in contract.WorkspaceRef) (contract.RemovalReport, error) {
 			_, _ = w.InspectRemoval(ctx, in)
-			return activities.RemovalReport{}, killed
+			return contract.RemovalReport{}, killed
 		})
 	case "CreateExport":
-		env.OnActivity(w.CreateExport, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.WorkspaceRef) (domain.WorkspaceExport, error) {
+		env.OnActivity(w.CreateExport, mock.Anything, mock.Anything).Return(func(ctx context.Context, in contract.WorkspaceRef) (domain.WorkspaceExport, error) {
 			if _, err := w.CreateExport(ctx, in); err != nil {
 				f.t.Error(err)
 			}
@@ -162,7 +162,7 @@ func (f *opFixture) run(in WorkspaceOpInput, killAfter string) (WorkspaceOpResul
 			return 0, killed
 		})
 	case "RemoveSessionBytes":
-		env.OnActivity(w.RemoveSessionBytes, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.WorkspaceRef) error {
+		env.OnActivity(w.RemoveSessionBytes, mock.Anything, mock.Anything).Return(func(ctx context.Context, in contract.WorkspaceRef) error {
 			if err := w.RemoveSessionBytes(ctx, in); err != nil {
 				f.t.Error(err)
 			}
@@ -170,7 +170,7 @@ func (f *opFixture) run(in WorkspaceOpInput, killAfter string) (WorkspaceOpResul
 		})
 	case "ExportBytesRemoved":
 		// The export's bytes are gone (the filesystem commit), its record not yet stamped.
-		env.OnActivity(w.DeleteExportBytes, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.WorkspaceRef) error {
+		env.OnActivity(w.DeleteExportBytes, mock.Anything, mock.Anything).Return(func(ctx context.Context, in contract.WorkspaceRef) error {
 			if err := workspace.NewExports(f.layout).Remove(in.Export); err != nil {
 				f.t.Error(err)
 			}
@@ -181,7 +181,7 @@ func (f *opFixture) run(in WorkspaceOpInput, killAfter string) (WorkspaceOpResul
 		f.t.Fatalf("no kill point %q", killAfter)
 	}
 	env.ExecuteWorkflow(WorkspaceOp, in)
-	var out WorkspaceOpResult
+	var out contract.WorkspaceOpResult
 	if err := env.GetWorkflowError(); err != nil {
 		return out, err
 	}
@@ -208,22 +208,22 @@ func TestArchiveInterruptedAtEachStepFinishesExactlyOnce(t *testing.T) {
 			ctx := context.Background()
 			f := newOpFixture(t)
 			target, sibling := f.sessions[0], f.sessions[1]
-			older, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionExport}, "")
+			older, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionExport}, "")
 			if err != nil || older.Export == nil {
 				t.Fatalf("first export %+v %v", older, err)
 			}
 			f.write(target, "notes.txt", "room A, later")
-			if _, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive}, step); err == nil {
+			if _, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive}, step); err == nil {
 				t.Fatal("the interrupted run succeeded")
 			}
 			running, err := f.st.RunningWorkspaceOperation(ctx, target)
 			if err != nil || running == nil || running.Kind != domain.WorkspaceOpArchive {
 				t.Fatalf("after the crash the archive must still be running: %+v %v", running, err)
 			}
-			if _, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionExport}, ""); !contract.Is(err, domain.ErrTypeOperationRunning) {
+			if _, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionExport}, ""); !contract.Is(err, domain.ErrTypeOperationRunning) {
 				t.Fatalf("a second operation during the archive: %v", err)
 			}
-			out, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRetryReconcile}, "")
+			out, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRetryReconcile}, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -292,7 +292,7 @@ func TestArchiveBlockedByUncommittedWorkUnlessForced(t *testing.T) {
 	target := f.sessions[0]
 	gitInit(t, filepath.Join(f.paths.Session(target), "repo"))
 	f.write(target, "repo/dirty.txt", "not committed")
-	out, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive}, "")
+	out, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive}, "")
 	if !contract.Is(err, domain.ErrTypeRemovalBlocked) {
 		t.Fatalf("archive of uncommitted work: %+v %v", out, err)
 	}
@@ -309,7 +309,7 @@ func TestArchiveBlockedByUncommittedWorkUnlessForced(t *testing.T) {
 	if len(ops) != 1 || ops[0].State != domain.OpFailed || ops[0].ResultClass != domain.ResultRemovalBlocked {
 		t.Fatalf("operations %+v", ops)
 	}
-	out, err = f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive, ForceDiscard: true}, "")
+	out, err = f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive, ForceDiscard: true}, "")
 	if err != nil || out.Operation.ResultClass != domain.ResultArchived || out.Export == nil {
 		t.Fatalf("forced archive %+v %v", out, err)
 	}
@@ -322,21 +322,21 @@ func TestRestoreAndExportDeletionGuards(t *testing.T) {
 	ctx := context.Background()
 	f := newOpFixture(t)
 	target, sibling := f.sessions[0], f.sessions[1]
-	exp, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionExport}, "")
+	exp, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionExport}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
 		name string
-		in   WorkspaceOpInput
+		in   contract.WorkspaceOpInput
 		typ  domain.ErrorType
 	}{
-		{"restore into an existing destination", WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRestore}, domain.ErrTypeWorkspaceRefused},
-		{"delete the only export of an unarchived workspace", WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionDeleteExport,
+		{"restore into an existing destination", contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRestore}, domain.ErrTypeWorkspaceRefused},
+		{"delete the only export of an unarchived workspace", contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionDeleteExport,
 			ExportID: exp.Export.ID, ConfirmPermanent: true}, domain.ErrTypeWorkspaceRefused},
-		{"delete without confirm_permanent", WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionDeleteExport,
+		{"delete without confirm_permanent", contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionDeleteExport,
 			ExportID: exp.Export.ID}, domain.ErrTypeValidation},
-		{"restore another workspace's export", WorkspaceOpInput{Workspace: sibling, Action: domain.WorkspaceActionRestore,
+		{"restore another workspace's export", contract.WorkspaceOpInput{Workspace: sibling, Action: domain.WorkspaceActionRestore,
 			ExportID: exp.Export.ID}, domain.ErrTypeWorkspaceRefused},
 	}
 	for _, c := range cases {
@@ -344,7 +344,7 @@ func TestRestoreAndExportDeletionGuards(t *testing.T) {
 			t.Fatalf("%s: %v, want %s", c.name, err, c.typ)
 		}
 	}
-	arch, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive, Retention: domain.RetainAll}, "")
+	arch, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive, Retention: domain.RetainAll}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +354,7 @@ func TestRestoreAndExportDeletionGuards(t *testing.T) {
 	if err := f.st.MarkHostRemoved(ctx, f.host.ID, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	out, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRestore}, "")
+	out, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRestore}, "")
 	if err != nil || out.Operation.Kind != domain.WorkspaceOpReconcile || out.Operation.ResultClass != domain.ResultRestoredExport {
 		t.Fatalf("restore %+v %v", out, err)
 	}
@@ -368,10 +368,10 @@ func TestRestoreAndExportDeletionGuards(t *testing.T) {
 		t.Fatal("restored workspace not ready")
 	}
 	// Archive again, then delete the first export (keep_all kept it) with confirmation.
-	if _, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive, Retention: domain.RetainAll}, ""); err != nil {
+	if _, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive, Retention: domain.RetainAll}, ""); err != nil {
 		t.Fatal(err)
 	}
-	del, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionDeleteExport, ExportID: exp.Export.ID, ConfirmPermanent: true}, "")
+	del, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionDeleteExport, ExportID: exp.Export.ID, ConfirmPermanent: true}, "")
 	if err != nil || del.Operation.Kind != domain.WorkspaceOpRemove || del.Operation.ResultClass != domain.ResultExportDeleted {
 		t.Fatalf("delete %+v %v", del, err)
 	}
@@ -414,13 +414,13 @@ func TestASessionDoesNotStartInAWorkspaceBeingArchivedOrArchived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive}, "CreateExport"); err == nil {
+	if _, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive}, "CreateExport"); err == nil {
 		t.Fatal("the interrupted run succeeded")
 	}
 	if err := activities.ProvisionWorkspace(ctx, f.st, f.layout, f.host, hs); !contract.Is(err, domain.ErrTypeOperationRunning) {
 		t.Fatalf("provision during the archive: %v", err)
 	}
-	if _, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRetryReconcile}, ""); err != nil {
+	if _, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRetryReconcile}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := activities.ProvisionWorkspace(ctx, f.st, f.layout, f.host, hs); !contract.Is(err, domain.ErrTypeWorkspaceArchived) {
@@ -437,22 +437,22 @@ func TestAnExportDeletionInterruptedAfterTheFilesystemCommitCompletes(t *testing
 	ctx := context.Background()
 	f := newOpFixture(t)
 	target := f.sessions[0]
-	first, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionExport}, "")
+	first, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionExport}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	arch, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive, Retention: domain.RetainAll}, "")
+	arch, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive, Retention: domain.RetainAll}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionDeleteExport, ExportID: first.Export.ID,
+	if _, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionDeleteExport, ExportID: first.Export.ID,
 		ConfirmPermanent: true}, "ExportBytesRemoved"); err == nil {
 		t.Fatal("the interrupted deletion succeeded")
 	}
 	if e, _ := f.st.GetWorkspaceExport(ctx, first.Export.ID); e.DeletedAt != nil {
 		t.Fatal("stamped before the crash")
 	}
-	out, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRetryReconcile}, "")
+	out, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionRetryReconcile}, "")
 	if err != nil || !out.Resumed || out.Operation.ResultClass != domain.ResultExportDeleted {
 		t.Fatalf("reconcile %+v %v", out, err)
 	}
@@ -471,7 +471,7 @@ func TestRestoreRetriedAfterItsRenameIsDoneAndAForeignDestinationIsRefused(t *te
 	ctx := context.Background()
 	f := newOpFixture(t)
 	target := f.sessions[0]
-	arch, err := f.run(WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive}, "")
+	arch, err := f.run(contract.WorkspaceOpInput{Workspace: target, Action: domain.WorkspaceActionArchive}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +479,7 @@ func TestRestoreRetriedAfterItsRenameIsDoneAndAForeignDestinationIsRefused(t *te
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(w)
-	ref := activities.WorkspaceRef{Workspace: target, Host: f.host.ID, Session: target, Export: arch.Export.ID}
+	ref := contract.WorkspaceRef{Workspace: target, Host: f.host.ID, Session: target, Export: arch.Export.ID}
 	for i := 0; i < 2; i++ { // the second is the retry after a lost answer
 		if _, err := env.ExecuteActivity(w.RestoreExport, ref); err != nil {
 			t.Fatalf("restore attempt %d: %v", i+1, err)

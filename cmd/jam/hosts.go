@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
-	"github.com/jam-dev/jam/workflows"
 )
 
 func newHostCmd(_ *globals) *cobra.Command {
@@ -59,7 +59,7 @@ members that were live. This is the only way to stop or reset a Shared host.`,
 			if err != nil {
 				return err
 			}
-			return render(cf, cmd, raw, func(res workflows.ControlResult) error { return printControl(cmd, res) })
+			return render(cf, cmd, raw, func(res contract.ControlResult) error { return printControl(cmd, res) })
 		},
 	}
 	control.Flags().BoolVar(&discard, "discard-changes", false, "confirm a reset may destroy a private clone's changes that live only in the sandbox")
@@ -168,7 +168,7 @@ func continuityCommands(cf *clientFlags) []*cobra.Command {
 	return []*cobra.Command{checkpoints, checkpoint, continuity, startFresh, deletePayload}
 }
 
-func printControl(cmd *cobra.Command, res workflows.ControlResult) error {
+func printControl(cmd *cobra.Command, res contract.ControlResult) error {
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "%s: %d member(s)", res.Action, len(res.Members))
 	if res.SandboxDestroyed {

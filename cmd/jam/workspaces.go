@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // workspacePollLimit bounds how long the CLI follows an operation that went on in the
@@ -224,7 +224,7 @@ func hostCleanupCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return render(cf, cmd, raw, func(r workflows.HostCleanupResult) error {
+			return render(cf, cmd, raw, func(r contract.HostCleanupResult) error {
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "cleanup %s: %s (%d bytes removed, %d export bytes kept)\n",
 					r.Cleanup.ID, r.Cleanup.Stage, r.Cleanup.RemovedRuntimeHostBytes, r.Cleanup.RetainedExportBytes)
 				return err

@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/devserver"
 	"github.com/jam-dev/jam/internal/roomctl"
 	"github.com/jam-dev/jam/internal/store"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // RunDev runs everything in one process until ctx ends: an embedded Temporal server (SQLite
@@ -125,7 +125,7 @@ func RunDev(ctx context.Context, o Options) (err error) {
   Store:            %s
   Node:             %s (task queue %s)
 Press Ctrl-C to stop.
-`, srv.URL(), ts.FrontendAddress(), o.Namespace, ui, tokenWhere, o.Home, storeDesc, o.Node, workflows.NodeTaskQueue(o.Node))
+`, srv.URL(), ts.FrontendAddress(), o.Namespace, ui, tokenWhere, o.Home, storeDesc, o.Node, contract.NodeTaskQueue(o.Node))
 
 	var runErr error
 	select {

@@ -9,10 +9,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // Hosts drives the RuntimeHost workflows and, for a host control, the RoomSession workflows
@@ -23,8 +21,8 @@ type Hosts struct {
 }
 
 var (
-	_ activities.HostLeases    = (*Hosts)(nil)
-	_ activities.MemberControl = (*Hosts)(nil)
+	_ contract.HostLeases    = (*Hosts)(nil)
+	_ contract.MemberControl = (*Hosts)(nil)
 )
 
 // ErrMemberNotStopped: a host control's member kept its runtime (its teardown failed).
@@ -33,8 +31,8 @@ var ErrMemberNotStopped = errors.New("member not stopped")
 // hostStart starts RuntimeHost:<host> or uses the running one.
 func hostStart(host uuid.UUID) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
-		ID:                       workflows.RuntimeHostID(host),
-		TaskQueue:                workflows.TaskQueue,
+		ID:                       contract.RuntimeHostID(host),
+		TaskQueue:                contract.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}
@@ -42,14 +40,14 @@ func hostStart(host uuid.UUID) client.StartWorkflowOptions {
 
 // updateHost sends an update to the host's workflow, starting it when it is not running.
 func (h *Hosts) updateHost(ctx context.Context, updateID string, host uuid.UUID, name string, arg any, out any) error {
-	op := h.Client.NewWithStartWorkflowOperation(hostStart(host), workflows.RuntimeHost, workflows.RuntimeHostInput{Host: host})
+	op := h.Client.NewWithStartWorkflowOperation(hostStart(host), contract.TypeRuntimeHost, contract.RuntimeHostInput{Host: host})
 	args := []any{}
 	if arg != nil {
 		args = append(args, arg)
 	}
 	handle, err := h.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{UpdateID: updateID, WorkflowID: workflows.RuntimeHostID(host), UpdateName: name,
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateID: updateID, WorkflowID: contract.RuntimeHostID(host), UpdateName: name,
 			Args: args, WaitForStage: client.WorkflowUpdateStageCompleted},
 	})
 	if err != nil {
@@ -62,15 +60,15 @@ func (h *Hosts) updateHost(ctx context.Context, updateID string, host uuid.UUID,
 }
 
 // Acquire takes the member's lease; the sandbox is ready when it returns.
-func (h *Hosts) Acquire(ctx context.Context, updateID string, host, session uuid.UUID) (activities.HostLease, error) {
-	var out activities.HostLease
-	err := h.updateHost(ctx, updateID, host, workflows.UpdateAcquire, workflows.LeaseRequest{RuntimeSession: session}, &out)
+func (h *Hosts) Acquire(ctx context.Context, updateID string, host, session uuid.UUID) (contract.HostLease, error) {
+	var out contract.HostLease
+	err := h.updateHost(ctx, updateID, host, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: session}, &out)
 	return out, err
 }
 
 // Release drops the member's lease. A host whose workflow is not running holds no lease.
 func (h *Hosts) Release(ctx context.Context, updateID string, host, session uuid.UUID, reason domain.CheckpointReason) error {
-	err := h.update(ctx, updateID, host, workflows.UpdateRelease, workflows.LeaseRequest{RuntimeSession: session, Reason: reason})
+	err := h.update(ctx, updateID, host, contract.UpdateRelease, contract.LeaseRequest{RuntimeSession: session, Reason: reason})
 	if contract.IsNotFound(err) {
 		return nil
 	}
@@ -79,17 +77,17 @@ func (h *Hosts) Release(ctx context.Context, updateID string, host, session uuid
 
 // Permit takes a turn permit for the member; it waits while a checkpoint holds the host.
 func (h *Hosts) Permit(ctx context.Context, updateID string, host, session uuid.UUID) error {
-	return h.update(ctx, updateID, host, workflows.UpdatePermit, workflows.LeaseRequest{RuntimeSession: session})
+	return h.update(ctx, updateID, host, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: session})
 }
 
 // Unpermit returns the member's turn permit.
 func (h *Hosts) Unpermit(ctx context.Context, updateID string, host, session uuid.UUID) error {
-	return h.update(ctx, updateID, host, workflows.UpdateUnpermit, workflows.LeaseRequest{RuntimeSession: session})
+	return h.update(ctx, updateID, host, contract.UpdateUnpermit, contract.LeaseRequest{RuntimeSession: session})
 }
 
 // update sends a member's update to a running host workflow.
-func (h *Hosts) update(ctx context.Context, updateID string, host uuid.UUID, name string, req workflows.LeaseRequest) error {
-	handle, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: updateID, WorkflowID: workflows.RuntimeHostID(host),
+func (h *Hosts) update(ctx context.Context, updateID string, host uuid.UUID, name string, req contract.LeaseRequest) error {
+	handle, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: updateID, WorkflowID: contract.RuntimeHostID(host),
 		UpdateName: name, Args: []any{req},
 		WaitForStage: client.WorkflowUpdateStageCompleted})
 	if err == nil {
@@ -102,31 +100,31 @@ func (h *Hosts) update(ctx context.Context, updateID string, host uuid.UUID, nam
 }
 
 // Control runs a host-scope control and returns every member it affected.
-func (h *Hosts) Control(ctx context.Context, host uuid.UUID, req workflows.ControlRequest) (workflows.ControlResult, error) {
-	var out workflows.ControlResult
-	err := h.updateHost(ctx, "", host, workflows.UpdateControl, req, &out)
+func (h *Hosts) Control(ctx context.Context, host uuid.UUID, req contract.ControlRequest) (contract.ControlResult, error) {
+	var out contract.ControlResult
+	err := h.updateHost(ctx, "", host, contract.UpdateControl, req, &out)
 	return out, err
 }
 
 // Checkpoint captures a manual checkpoint of the host with every member's turn quiesced.
-func (h *Hosts) Checkpoint(ctx context.Context, host uuid.UUID) (activities.CaptureCheckpointResult, error) {
-	var out activities.CaptureCheckpointResult
-	err := h.updateHost(ctx, "", host, workflows.UpdateCheckpoint, nil, &out)
+func (h *Hosts) Checkpoint(ctx context.Context, host uuid.UUID) (contract.CaptureCheckpointResult, error) {
+	var out contract.CaptureCheckpointResult
+	err := h.updateHost(ctx, "", host, contract.UpdateCheckpoint, nil, &out)
 	return out, err
 }
 
 // Status queries a host's lease state; a host whose workflow is not running has none.
-func (h *Hosts) Status(ctx context.Context, host uuid.UUID) (workflows.RuntimeHostStatus, bool, error) {
-	v, err := h.Client.QueryWorkflow(ctx, workflows.RuntimeHostID(host), "", workflows.QueryHost)
+func (h *Hosts) Status(ctx context.Context, host uuid.UUID) (contract.RuntimeHostStatus, bool, error) {
+	v, err := h.Client.QueryWorkflow(ctx, contract.RuntimeHostID(host), "", contract.QueryHost)
 	if contract.IsNotFound(err) {
-		return workflows.RuntimeHostStatus{}, false, nil
+		return contract.RuntimeHostStatus{}, false, nil
 	}
 	if err != nil {
-		return workflows.RuntimeHostStatus{}, false, fmt.Errorf("query runtime host %s: %w", host, err)
+		return contract.RuntimeHostStatus{}, false, fmt.Errorf("query runtime host %s: %w", host, err)
 	}
-	var out workflows.RuntimeHostStatus
+	var out contract.RuntimeHostStatus
 	if err := v.Get(&out); err != nil {
-		return workflows.RuntimeHostStatus{}, false, fmt.Errorf("query runtime host %s: %w", host, err)
+		return contract.RuntimeHostStatus{}, false, fmt.Errorf("query runtime host %s: %w", host, err)
 	}
 	return out, true, nil
 }
@@ -142,7 +140,7 @@ func (h *Hosts) StopMember(ctx context.Context, updateID string, session uuid.UU
 	if err != nil {
 		return false, err
 	}
-	after, err := s.UpdateWithID(ctx, updateID, session, workflows.UpdateStop, workflows.StopRequest{Reason: string(reason)})
+	after, err := s.UpdateWithID(ctx, updateID, session, contract.UpdateStop, contract.StopRequest{Reason: string(reason)})
 	if err != nil {
 		if contract.IsNotFound(err) || contract.Is(err, domain.ErrTypeRetired) {
 			return false, nil
@@ -160,7 +158,7 @@ func (h *Hosts) StopMember(ctx context.Context, updateID string, session uuid.UU
 // RetireMember ends a replaced session's workflow; one already gone is done.
 func (h *Hosts) RetireMember(ctx context.Context, updateID string, session uuid.UUID) error {
 	s := Starter{Client: h.Client}
-	_, err := s.UpdateWithID(ctx, updateID, session, workflows.UpdateRemove, workflows.RemoveRequest{Final: true})
+	_, err := s.UpdateWithID(ctx, updateID, session, contract.UpdateRemove, contract.RemoveRequest{Final: true})
 	if err != nil && !contract.IsNotFound(err) {
 		return err
 	}
@@ -175,8 +173,8 @@ func (h *Hosts) Wake(ctx context.Context, b domain.Binding) error {
 // RestartMember asks the member to come back live; it returns once the workflow accepted the
 // request, not when the runtime is up (the runtime needs this host, which is busy answering).
 func (h *Hosts) RestartMember(ctx context.Context, session uuid.UUID) error {
-	_, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.RoomSessionID(session),
-		UpdateName: workflows.UpdateRestart, Args: []any{workflows.RestartRequest{}},
+	_, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: contract.RoomSessionID(session),
+		UpdateName: contract.UpdateRestart, Args: []any{contract.RestartRequest{}},
 		WaitForStage: client.WorkflowUpdateStageAccepted})
 	if err != nil && !contract.IsNotFound(err) {
 		return fmt.Errorf("restart room session %s: %w", session, err)
@@ -189,7 +187,7 @@ func (h *Hosts) RestartMember(ctx context.Context, session uuid.UUID) error {
 // has no runtime to replace: handled=false.
 func (h *Hosts) ApplyConfig(ctx context.Context, updateID string, session uuid.UUID, gen int64) (bool, error) {
 	s := Starter{Client: h.Client}
-	_, err := s.UpdateWithID(ctx, updateID, session, workflows.UpdateApplyConfig, workflows.ApplyConfigRequest{Generation: gen})
+	_, err := s.UpdateWithID(ctx, updateID, session, contract.UpdateApplyConfig, contract.ApplyConfigRequest{Generation: gen})
 	if contract.IsNotFound(err) || contract.Is(err, domain.ErrTypeRetired) {
 		return false, nil
 	}
@@ -198,9 +196,9 @@ func (h *Hosts) ApplyConfig(ctx context.Context, updateID string, session uuid.U
 
 // Replace recreates a host for a template edit that changed its compatibility fingerprint:
 // a reset_sandbox control carrying the replacement.
-func (h *Hosts) Replace(ctx context.Context, updateID string, rep activities.CommitHostReplacementInput) (bool, error) {
-	var out workflows.ControlResult
-	err := h.updateHost(ctx, updateID, rep.Host, workflows.UpdateControl,
-		workflows.ControlRequest{Action: string(domain.HostResetSandbox), Replacement: &rep}, &out)
+func (h *Hosts) Replace(ctx context.Context, updateID string, rep contract.CommitHostReplacementInput) (bool, error) {
+	var out contract.ControlResult
+	err := h.updateHost(ctx, updateID, rep.Host, contract.UpdateControl,
+		contract.ControlRequest{Action: string(domain.HostResetSandbox), Replacement: &rep}, &out)
 	return out.Replaced, err
 }

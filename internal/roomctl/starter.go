@@ -17,7 +17,6 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/lifecycle"
 	"github.com/jam-dev/jam/internal/store"
-	"github.com/jam-dev/jam/workflows"
 )
 
 // Starter drives the RoomSession workflows from membership, messages and run intent. It is
@@ -37,8 +36,8 @@ const agentFanOut = 16
 // run may be started again (an authoritative re-add reuses the runtime session).
 func startOptions(session uuid.UUID) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
-		ID:                       workflows.RoomSessionID(session),
-		TaskQueue:                workflows.TaskQueue,
+		ID:                       contract.RoomSessionID(session),
+		TaskQueue:                contract.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}
@@ -47,9 +46,9 @@ func startOptions(session uuid.UUID) client.StartWorkflowOptions {
 // Poke signals the session's workflow that its room may have backlog, starting the workflow
 // if it is not running (SignalWithStart): a binding whose workflow start was lost heals here.
 func (s *Starter) Poke(ctx context.Context, b domain.Binding) error {
-	_, err := s.Client.SignalWithStartWorkflow(ctx, workflows.RoomSessionID(b.RuntimeSessionID), workflows.SignalInbound, nil,
-		startOptions(b.RuntimeSessionID), workflows.RoomSession,
-		workflows.RoomSessionInput{RuntimeSession: b.RuntimeSessionID, AgentID: b.AgentID, RoomID: b.RoomID})
+	_, err := s.Client.SignalWithStartWorkflow(ctx, contract.RoomSessionID(b.RuntimeSessionID), contract.SignalInbound, nil,
+		startOptions(b.RuntimeSessionID), contract.TypeRoomSession,
+		contract.RoomSessionInput{RuntimeSession: b.RuntimeSessionID, AgentID: b.AgentID, RoomID: b.RoomID})
 	if err != nil {
 		return fmt.Errorf("poke room session %s: %w", b.RuntimeSessionID, err)
 	}
@@ -60,8 +59,8 @@ func (s *Starter) Poke(ctx context.Context, b domain.Binding) error {
 // tries once more; a session that is not failed ignores it, and one with no running
 // workflow has nothing to retry.
 func (s *Starter) Retry(ctx context.Context, session uuid.UUID, reason string) error {
-	err := s.Client.SignalWorkflow(ctx, workflows.RoomSessionID(session), "", workflows.SignalRetry,
-		workflows.RetrySignal{Reason: reason})
+	err := s.Client.SignalWorkflow(ctx, contract.RoomSessionID(session), "", contract.SignalRetry,
+		contract.RetrySignal{Reason: reason})
 	if err != nil && !contract.IsNotFound(err) {
 		return fmt.Errorf("retry room session %s: %w", session, err)
 	}
@@ -77,7 +76,7 @@ func (s *Starter) RoomInbound(ctx context.Context, b domain.Binding) error { ret
 // RoomUnbound retires the session: its runtime stops (BeforeRemove) and the workflow waits
 // for an authoritative re-add.
 func (s *Starter) RoomUnbound(ctx context.Context, b domain.Binding) error {
-	_, err := s.Update(ctx, b.RuntimeSessionID, workflows.UpdateRemove, workflows.RemoveRequest{})
+	_, err := s.Update(ctx, b.RuntimeSessionID, contract.UpdateRemove, contract.RemoveRequest{})
 	if contract.IsNotFound(err) || contract.Is(err, domain.ErrTypeRetired) {
 		return nil
 	}
@@ -92,10 +91,10 @@ func (s *Starter) AgentRunIntent(ctx context.Context, agent uuid.UUID, intent do
 		var err error
 		switch {
 		case intent == domain.RunIntentStopped:
-			_, err = s.Update(ctx, hs.RuntimeSessionID, workflows.UpdateStop, workflows.StopRequest{Reason: string(domain.StopAgent)})
+			_, err = s.Update(ctx, hs.RuntimeSessionID, contract.UpdateStop, contract.StopRequest{Reason: string(domain.StopAgent)})
 		case restart:
 			// Every room's runtime stops; only rooms with backlog come back.
-			_, err = s.Update(ctx, hs.RuntimeSessionID, workflows.UpdateRestart, workflows.RestartRequest{OnlyIfBacklog: true})
+			_, err = s.Update(ctx, hs.RuntimeSessionID, contract.UpdateRestart, contract.RestartRequest{OnlyIfBacklog: true})
 		default:
 			return s.Poke(ctx, domain.Binding{RuntimeSessionID: hs.RuntimeSessionID, AgentID: hs.AgentID, RoomID: hs.RoomID})
 		}
@@ -112,7 +111,7 @@ func (s *Starter) AgentRunIntent(ctx context.Context, agent uuid.UUID, intent do
 // AgentDeleting stops every runtime of the agent and ends its session workflows.
 func (s *Starter) AgentDeleting(ctx context.Context, agent uuid.UUID) error {
 	return s.eachSession(ctx, agent, true, func(ctx context.Context, hs domain.HostSession) error {
-		_, err := s.Update(ctx, hs.RuntimeSessionID, workflows.UpdateRemove, workflows.RemoveRequest{Final: true})
+		_, err := s.Update(ctx, hs.RuntimeSessionID, contract.UpdateRemove, contract.RemoveRequest{Final: true})
 		if contract.IsNotFound(err) {
 			return nil
 		}
@@ -148,36 +147,36 @@ func (s *Starter) eachSession(ctx context.Context, agent uuid.UUID, removed bool
 }
 
 // Update sends a RoomSession update and waits for its result.
-func (s *Starter) Update(ctx context.Context, session uuid.UUID, name string, arg any) (workflows.RoomSessionStatus, error) {
+func (s *Starter) Update(ctx context.Context, session uuid.UUID, name string, arg any) (contract.RoomSessionStatus, error) {
 	return s.UpdateWithID(ctx, "", session, name, arg)
 }
 
 // UpdateWithID is Update under a caller-chosen update id ("" = a new one): a retry with the
 // same id attaches to the update already sent.
-func (s *Starter) UpdateWithID(ctx context.Context, updateID string, session uuid.UUID, name string, arg any) (workflows.RoomSessionStatus, error) {
+func (s *Starter) UpdateWithID(ctx context.Context, updateID string, session uuid.UUID, name string, arg any) (contract.RoomSessionStatus, error) {
 	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: updateID,
-		WorkflowID: workflows.RoomSessionID(session), UpdateName: name, Args: []any{arg},
+		WorkflowID: contract.RoomSessionID(session), UpdateName: name, Args: []any{arg},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
-		return workflows.RoomSessionStatus{}, fmt.Errorf("%s room session %s: %w", name, session, err)
+		return contract.RoomSessionStatus{}, fmt.Errorf("%s room session %s: %w", name, session, err)
 	}
-	var out workflows.RoomSessionStatus
+	var out contract.RoomSessionStatus
 	if err := h.Get(ctx, &out); err != nil {
-		return workflows.RoomSessionStatus{}, fmt.Errorf("%s room session %s: %w", name, session, err)
+		return contract.RoomSessionStatus{}, fmt.Errorf("%s room session %s: %w", name, session, err)
 	}
 	return out, nil
 }
 
 // State queries a session's status.
-func (s *Starter) State(ctx context.Context, session uuid.UUID) (workflows.RoomSessionStatus, error) {
-	v, err := s.Client.QueryWorkflow(ctx, workflows.RoomSessionID(session), "", workflows.QueryState)
+func (s *Starter) State(ctx context.Context, session uuid.UUID) (contract.RoomSessionStatus, error) {
+	v, err := s.Client.QueryWorkflow(ctx, contract.RoomSessionID(session), "", contract.QueryState)
 	if err != nil {
-		return workflows.RoomSessionStatus{}, fmt.Errorf("query room session %s: %w", session, err)
+		return contract.RoomSessionStatus{}, fmt.Errorf("query room session %s: %w", session, err)
 	}
-	var out workflows.RoomSessionStatus
+	var out contract.RoomSessionStatus
 	if err := v.Get(&out); err != nil {
-		return workflows.RoomSessionStatus{}, fmt.Errorf("query room session %s: %w", session, err)
+		return contract.RoomSessionStatus{}, fmt.Errorf("query room session %s: %w", session, err)
 	}
 	return out, nil
 }

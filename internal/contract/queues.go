@@ -1,6 +1,4 @@
-// Package workflows holds Jam's deterministic workflow code, the workflow id builders and
-// the task queue names. Workflows do no I/O: every side effect is an activity.
-package workflows
+package contract
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package workflows
+package contract
 
 import (
 	"fmt"
@@ -15,6 +15,7 @@ import (
 
 const (
 	TypeRoomSession          = "RoomSession"
+	TypeReconcile            = "Reconcile"
 	TypeRuntimeHost          = "RuntimeHost"
 	TypeTemplateApply        = "TemplateApply"
 	TypeWorkspaceOp          = "WorkspaceOp"

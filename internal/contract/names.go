@@ -1,0 +1,41 @@
+package contract
+
+// Signal, update and query names of the entity
+
+// RoomSession
+const (
+	// SignalInbound is a poke: the room may have backlog. The database queue is the truth.
+	SignalInbound = "inbound"
+	// SignalRuntimeExited: the node saw the session's child die between turns.
+	SignalRuntimeExited = "runtimeExited"
+	UpdateStop          = "stop"
+	UpdateRestart       = "restart"
+	UpdateRemove        = "remove"
+	UpdateApplyConfig   = "applyConfig"
+	// QueryState answers the session's RoomSessionStatus.
+	QueryState = "state"
+)
+
+// SignalRetry tells a session held in a permanent start failure that something changed (a
+// template save, a node that gained the missing adapter): it tries once more.
+const SignalRetry = "retry"
+
+// RuntimeHost
+const (
+	// UpdateAcquire takes a member's lease; the sandbox is ready when it completes.
+	UpdateAcquire = "acquire"
+	// UpdateRelease drops a member's lease; the last release parks the sandbox.
+	UpdateRelease = "release"
+	// UpdateControl runs a host-scope Stop, Restart or ResetSandbox.
+	UpdateControl = "control"
+	// UpdatePermit and UpdateUnpermit bracket a member's turn; UpdateQuiesce waits until no
+	// turn runs and holds new ones back until UpdateResume (the checkpoint coordinator).
+	UpdatePermit   = "permit"
+	UpdateUnpermit = "unpermit"
+	UpdateQuiesce  = "quiesce"
+	UpdateResume   = "resume"
+	// UpdateCheckpoint captures a manual checkpoint with every member's turn quiesced.
+	UpdateCheckpoint = "checkpoint"
+	// QueryHost answers the host's RuntimeHostStatus.
+	QueryHost = "host"
+)
