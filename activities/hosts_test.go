@@ -42,5 +42,5 @@ func TestARejectedAcquireKeepsItsTypeThroughTheActivity(t *testing.T) {
 	_, err := env.ExecuteActivity(hosts.AcquireHost, activities.AcquireHostInput{RuntimeSession: w.session, Node: "n1"})
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(err, &app), "%v", err)
-	require.Equal(t, domain.ErrTypeHostBusy, app.Type())
+	require.Equal(t, string(domain.ErrTypeHostBusy), app.Type())
 }

@@ -176,7 +176,7 @@ func TestRestartedRuntimeResumesTheSameProviderSession(t *testing.T) {
 	_, err = w.turn(t, p1.Generation)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "%v", err)
-	assert.Equal(t, domain.ErrTypeRuntimeNotLive, appErr.Type())
+	assert.Equal(t, string(domain.ErrTypeRuntimeNotLive), appErr.Type())
 }
 
 func TestPrepareRefusesAnUnknownSession(t *testing.T) {
@@ -184,7 +184,7 @@ func TestPrepareRefusesAnUnknownSession(t *testing.T) {
 	_, err := w.env.ExecuteActivity(w.acts.PrepareRuntime, activities.PrepareRuntimeInput{RuntimeSession: uuid.New()})
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "%v", err)
-	assert.Equal(t, domain.ErrTypeNoSession, appErr.Type())
+	assert.Equal(t, string(domain.ErrTypeNoSession), appErr.Type())
 	assert.True(t, appErr.NonRetryable())
 	assert.False(t, strings.Contains(err.Error(), "panic"))
 }
@@ -206,11 +206,11 @@ func TestACandidateConfigurationIsFencedAndKeepsItsPlacement(t *testing.T) {
 		ConfigGeneration: g1.DesiredGeneration})
 	var app *temporal.ApplicationError
 	require.ErrorAs(t, err, &app)
-	require.Equal(t, domain.ErrTypeValidation, app.Type(), "a candidate that turns sandboxing on in place")
+	require.Equal(t, string(domain.ErrTypeValidation), app.Type(), "a candidate that turns sandboxing on in place")
 	_, err = w.st.SaveTemplateAndRequestApply(ctx, tmpl.ID, tmpl.Config, time.Now())
 	require.NoError(t, err)
 	_, err = w.env.ExecuteActivity(w.acts.PrepareRuntime, activities.PrepareRuntimeInput{RuntimeSession: w.session,
 		ConfigGeneration: g1.DesiredGeneration})
 	require.ErrorAs(t, err, &app)
-	require.Equal(t, domain.ErrTypeSuperseded, app.Type(), "a superseded candidate")
+	require.Equal(t, string(domain.ErrTypeSuperseded), app.Type(), "a superseded candidate")
 }

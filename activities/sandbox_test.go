@@ -74,7 +74,7 @@ func TestAnAPIKeyRuntimeNeedsItsGlobalServiceSecretBeforeASandboxIsMade(t *testi
 	_, err := w.ensure()
 	var app *temporal.ApplicationError
 	require.ErrorAs(t, err, &app)
-	require.Equal(t, domain.ErrTypeCredentialMissing, app.Type())
+	require.Equal(t, string(domain.ErrTypeCredentialMissing), app.Type())
 	require.Contains(t, app.Error(), "sbx secret set -g openai")
 
 	ok := newSandboxWorld(t, domain.AuthAPIKey, "FAKESBX_SECRETS=global:openai")
@@ -105,7 +105,7 @@ func TestEnsureSandboxProvisionsTheManagedLayoutFirstAndPreservesACorruptManifes
 	_, err = w.ensure()
 	var app *temporal.ApplicationError
 	require.ErrorAs(t, err, &app)
-	require.Equal(t, domain.ErrTypeWorkspaceCorrupt, app.Type())
+	require.Equal(t, string(domain.ErrTypeWorkspaceCorrupt), app.Type())
 	kept, _ := os.ReadFile(filepath.Join(root, "manifest.json"))
 	require.Equal(t, corrupt, kept)
 	var state string

@@ -2,15 +2,15 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
@@ -21,13 +21,10 @@ import (
 // HostControl is what the API needs of the RuntimeHost workflows (roomctl.Hosts).
 type HostControl interface {
 	Status(ctx context.Context, host uuid.UUID) (contract.RuntimeHostStatus, bool, error)
-	Control(ctx context.Context, host uuid.UUID, req contract.ControlRequest) (contract.ControlResult, error)
-	Checkpoint(ctx context.Context, host uuid.UUID) (contract.CaptureCheckpointResult, error)
+	// StartUpdate sends a host-scope update (control, checkpoint) and returns its run once
+	// the host accepted it.
+	StartUpdate(ctx context.Context, host uuid.UUID, updateID, name string, arg any) (string, error)
 }
-
-// hostControlTimeout bounds a host control: every member's teardown and one sandbox park or
-// destroy (sbx lifecycle commands are bounded at 300 s), with the client's margin on top.
-const hostControlTimeout = 645 * time.Second
 
 // HostBody is a runtime host: one execution boundary, its durable members and, when its
 // workflow runs, its lease.
@@ -183,25 +180,13 @@ func (s *Server) runHostControl(c *gin.Context, h domain.RuntimeHost, req HostCo
 	if !h.Sandboxed {
 		return domain.Refuse("runtime host %s has no sandbox to control", h.ID)
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), hostControlTimeout)
-	defer cancel()
-	res, err := s.cfg.Hosts.Control(ctx, h.ID, contract.ControlRequest{Action: string(req.Action), DiscardChanges: req.DiscardChanges})
-	switch {
-	case contract.Is(err, domain.ErrTypeValidation):
-		return &Error{Status: http.StatusBadRequest, Code: domain.CodeValidation, Message: "the request was rejected: " + contract.RejectionText(err), Cause: err}
-	case contract.Is(err, domain.ErrTypeHostBusy):
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "another control of this host is running", Cause: err}
-	case contract.Is(err, domain.ErrTypeHostScope):
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the host's members cannot be controlled as one: " + contract.RejectionText(err), Cause: err}
-	case contract.Is(err, domain.ErrTypeOwnershipMismatch):
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the sandbox is not provably Jam's; nothing was destroyed", Cause: err}
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout, Message: "the control did not finish in time; it goes on in the background", Cause: err}
-	case err != nil:
-		return &Error{Status: http.StatusBadGateway, Code: domain.CodeUpstream, Message: "the host control failed; members stopped so far stay dormant (see the host's workflow)", Cause: err}
-	}
-	c.JSON(http.StatusOK, res)
-	return nil
+	req2 := contract.ControlRequest{Action: string(req.Action), DiscardChanges: req.DiscardChanges}
+	op := domain.Operation{Kind: domain.OpKindHostControl, TargetKind: domain.TargetHost, TargetID: h.ID.String(),
+		WorkflowID: contract.RuntimeHostID(h.ID), UpdateID: updateOperation}
+	return s.startOperation(c, op, func(ctx context.Context, op *domain.Operation) (err error) {
+		op.RunID, err = s.cfg.Hosts.StartUpdate(ctx, h.ID, op.UpdateID, contract.UpdateControl, req2)
+		return err
+	})
 }
 
 // ResetSandboxRequest is the body of POST /v1/sessions/{id}/reset-sandbox.
@@ -286,23 +271,28 @@ func (s *Server) createCheckpoint(c *gin.Context) error {
 	if !h.Sandboxed || h.State == domain.HostArchived || h.State == domain.HostRemoved {
 		return domain.Refuse("runtime host %s has no live managed provider state", h.ID)
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), hostControlTimeout)
-	defer cancel()
-	res, err := s.cfg.Hosts.Checkpoint(ctx, h.ID)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout, Message: "the checkpoint did not finish in time; it goes on in the background", Cause: err}
-	case err != nil:
-		return &Error{Status: http.StatusBadGateway, Code: domain.CodeUpstream, Message: "the checkpoint failed (see the host's workflow)", Cause: err}
-	case res.Skipped:
-		return domain.Refuse("runtime host %s has no provider state to capture yet", h.ID)
-	}
-	k, err := s.cfg.Store.GetCheckpoint(c.Request.Context(), res.ID)
-	if err != nil {
+	op := domain.Operation{Kind: domain.OpKindCheckpoint, TargetKind: domain.TargetHost, TargetID: h.ID.String(),
+		WorkflowID: contract.RuntimeHostID(h.ID), UpdateID: updateOperation}
+	return s.startOperation(c, op, func(ctx context.Context, op *domain.Operation) (err error) {
+		op.RunID, err = s.cfg.Hosts.StartUpdate(ctx, h.ID, op.UpdateID, contract.UpdateCheckpoint, nil)
 		return err
+	})
+}
+
+// renderCheckpoint turns a finished checkpoint update into the checkpoint's record.
+func (s *Server) renderCheckpoint(ctx context.Context, raw json.RawMessage) (any, error) {
+	var res contract.CaptureCheckpointResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("decode checkpoint result: %w", err)
 	}
-	c.JSON(http.StatusCreated, checkpointBody(k))
-	return nil
+	if res.Skipped {
+		return nil, domain.Refuse("the runtime host has no provider state to capture yet")
+	}
+	k, err := s.cfg.Store.GetCheckpoint(ctx, res.ID)
+	if err != nil {
+		return nil, err
+	}
+	return checkpointBody(k), nil
 }
 
 func checkpointBody(k domain.ProviderCheckpoint) CheckpointBody {
@@ -364,9 +354,6 @@ type StartFreshRequest struct {
 	EvidenceChecksum string `json:"evidence_checksum"`
 }
 
-// resetTimeout bounds a start-fresh: each member's teardown, the move, the starts.
-const resetTimeout = 645 * time.Second
-
 // startFresh runs the ContinuityReset workflow for a host whose continuity inspection the
 // operator confirmed (by its evidence checksum): its rooms get new runtime sessions and new
 // provider threads; the old ones are archived, never deleted.
@@ -392,41 +379,23 @@ func (s *Server) startFresh(c *gin.Context) error {
 	if !h.Sandboxed {
 		return domain.Refuse("runtime host %s has no managed provider state", h.ID)
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), resetTimeout)
-	defer cancel()
-	var out domain.ContinuityReset
-	err = s.runOperation(ctx, contract.ContinuityResetID(h.ID), contract.TypeContinuityReset,
-		contract.ContinuityResetInput{Host: h.ID, Node: h.Node, EvidenceChecksum: req.EvidenceChecksum}, &out)
-	var unavailable *Error
-	switch {
-	case errors.As(err, &unavailable):
-		return err
-	case contract.Is(err, domain.ErrTypeEvidenceChanged):
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the continuity evidence changed; inspect again and confirm what you see", Cause: err}
-	case contract.Is(err, domain.ErrTypeNotResettable):
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "start-fresh is not offered: " + contract.RejectionText(err), Cause: err}
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout, Message: "the reset did not finish in time; it goes on in the background", Cause: err}
-	case err != nil:
-		return &Error{Status: http.StatusBadGateway, Code: domain.CodeUpstream, Message: "the reset failed; it resumes from its persisted record when asked again", Cause: err}
-	}
-	c.JSON(http.StatusOK, out)
-	return nil
+	op := domain.Operation{Kind: domain.OpKindStartFresh, TargetKind: domain.TargetHost, TargetID: h.ID.String(),
+		WorkflowID: contract.ContinuityResetID(h.ID)}
+	return s.startOperation(c, op, s.startWorkflow(contract.TypeContinuityReset,
+		contract.ContinuityResetInput{Host: h.ID, Node: h.Node, EvidenceChecksum: req.EvidenceChecksum}))
 }
 
-// runOperation starts a one-shot operation workflow under its id, or joins the run already
-// going, and waits for its result. A completed run is final: asking again returns its result;
-// a failed one may be started again. A workflow service that cannot be reached is an *Error.
-func (s *Server) runOperation(ctx context.Context, id string, wf, in, out any) error {
-	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: id, TaskQueue: contract.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, wf, in)
-	if err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
+// startWorkflow starts (or joins, per the contract's start policy) the workflow that
+// carries an operation.
+func (s *Server) startWorkflow(typ string, in any) operationStart {
+	return func(ctx context.Context, op *domain.Operation) error {
+		run, err := contract.Start(ctx, s.cfg.Temporal, typ, op.WorkflowID, in)
+		if err != nil {
+			return err
+		}
+		op.RunID = run.GetRunID()
+		return nil
 	}
-	return run.Get(ctx, out)
 }
 
 // DeletePayloadRequest is the body of POST /v1/hosts/{id}/checkpoints/{checkpoint}/delete-payload.
@@ -460,24 +429,10 @@ func (s *Server) deleteCheckpointPayload(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), hostControlTimeout)
-	defer cancel()
-	var out domain.CheckpointDeletion
-	err = s.runOperation(ctx, contract.CheckpointDeletionID(cid), contract.TypeCheckpointDeletion,
-		contract.CheckpointDeletionInput{Checkpoint: cid, Host: h.ID, Node: h.Node}, &out)
-	var unavailable *Error
-	switch {
-	case errors.As(err, &unavailable):
-		return err
-	case contract.Is(err, domain.ErrTypeRetained):
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: contract.RejectionText(err), Cause: err}
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout, Message: "the deletion did not finish in time; it goes on in the background", Cause: err}
-	case err != nil:
-		return &Error{Status: http.StatusBadGateway, Code: domain.CodeUpstream, Message: "the deletion failed; asked again it resumes from its recorded stage", Cause: err}
-	}
-	c.JSON(http.StatusOK, out)
-	return nil
+	op := domain.Operation{Kind: domain.OpKindCheckpointDelete, TargetKind: domain.TargetCheckpoint, TargetID: cid.String(),
+		WorkflowID: contract.CheckpointDeletionID(cid)}
+	return s.startOperation(c, op, s.startWorkflow(contract.TypeCheckpointDeletion,
+		contract.CheckpointDeletionInput{Checkpoint: cid, Host: h.ID, Node: h.Node}))
 }
 
 func (s *Server) hostCapacity(ctx context.Context, h domain.RuntimeHost) (HostCapacityBody, error) {

@@ -92,6 +92,7 @@ func New(cfg Config) (*Server, error) {
 	op.POST("/hosts/:id/continuity/start-fresh", s.handler(s.startFresh))
 	op.GET("/hosts/:id/cleanup", s.handler(s.inspectHostCleanup))
 	op.POST("/hosts/:id/cleanup", s.handler(s.cleanupHost))
+	op.GET("/operations/:id", s.handler(s.getOperation))
 	op.GET("/workspaces", s.handler(s.listWorkspaces))
 	op.GET("/workspaces/:id", s.handler(s.getWorkspace))
 	op.GET("/workspaces/:id/removal", s.handler(s.inspectRemoval))

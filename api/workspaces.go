@@ -344,35 +344,10 @@ func (s *Server) cleanupHost(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), hostControlTimeout)
-	defer cancel()
-	var out contract.HostCleanupResult
 	// Every run resumes the host's recorded cleanup (or finds it finished), so a new run
 	// after a completed one is safe — and needed once a restore revived the host.
-	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: contract.HostCleanupID(h.ID), TaskQueue: contract.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, contract.TypeHostCleanup, contract.HostCleanupInput{Host: h.ID, Node: h.Node, ConfirmPermanent: true})
-	if err != nil {
-		err = &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
-	} else {
-		err = run.Get(ctx, &out)
-	}
-	var unavailable *Error
-	switch {
-	case errors.As(err, &unavailable):
-		return err
-	case contract.Is(err, domain.ErrTypeCleanupBlocked), contract.Is(err, domain.ErrTypeValidation):
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: contract.RejectionText(err), Cause: err}
-	case contract.Is(err, domain.ErrTypeOperationRunning), contract.Is(err, domain.ErrTypeWorkspaceRefused),
-		contract.Is(err, domain.ErrTypeOwnershipMismatch):
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: contract.RejectionText(err), Cause: err}
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout, Message: "the cleanup did not finish in time; it goes on in the background", Cause: err}
-	case err != nil:
-		return &Error{Status: http.StatusBadGateway, Code: domain.CodeUpstream, Message: "the cleanup failed; asked again it resumes from its recorded stage", Cause: err}
-	}
-	c.JSON(http.StatusOK, out)
-	return nil
+	op := domain.Operation{Kind: domain.OpKindHostCleanup, TargetKind: domain.TargetHost, TargetID: h.ID.String(),
+		WorkflowID: contract.HostCleanupID(h.ID)}
+	return s.startOperation(c, op, s.startWorkflow(contract.TypeHostCleanup,
+		contract.HostCleanupInput{Host: h.ID, Node: h.Node, ConfirmPermanent: true}))
 }

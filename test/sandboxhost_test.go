@@ -107,7 +107,7 @@ func hostsOf(t *testing.T, c *client.Client, agent uuid.UUID) []api.HostBody {
 func control(t *testing.T, c *client.Client, host uuid.UUID, action domain.HostAction) contract.ControlResult {
 	t.Helper()
 	var res contract.ControlResult
-	must(t, c.Do(context.Background(), http.MethodPost, "/v1/hosts/"+host.String()+"/control", api.HostControlRequest{Action: action}, &res))
+	must(t, c.Operation(context.Background(), http.MethodPost, "/v1/hosts/"+host.String()+"/control", api.HostControlRequest{Action: action}, &res, nil))
 	return res
 }
 
@@ -261,11 +261,11 @@ func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
 	if one.Lease == nil || len(one.Lease.Leases) != 1 || one.Lease.Leases[0] != s1 || !one.Lease.Ready {
 		t.Fatalf("host lease %+v", one.Lease)
 	}
-	if err := c.Do(ctx, http.MethodPost, "/v1/hosts/"+host.ID.String()+"/control", map[string]string{"action": "explode"}, nil); !isStatus(err, http.StatusBadRequest) {
+	if err := c.Operation(ctx, http.MethodPost, "/v1/hosts/"+host.ID.String()+"/control", map[string]string{"action": "explode"}, nil, nil); !isStatus(err, http.StatusBadRequest) {
 		t.Fatalf("a bad action: %v", err)
 	}
 	// A room may not reset a sandbox that serves other rooms.
-	if err := c.Do(ctx, http.MethodPost, "/v1/sessions/"+s2.String()+"/reset-sandbox", nil, nil); !isStatus(err, http.StatusConflict) {
+	if err := c.Operation(ctx, http.MethodPost, "/v1/sessions/"+s2.String()+"/reset-sandbox", nil, nil, nil); !isStatus(err, http.StatusConflict) {
 		t.Fatalf("room-scoped reset of a Shared host: %v", err)
 	}
 	cli := []string{"JAM_URL=" + e.d.apiURL, "JAM_HOME=" + filepath.Dir(e.d.tokenFile)}
@@ -326,7 +326,7 @@ func TestDedicatedHostsAreIsolatedPerSessionAndParkWhenIdle(t *testing.T) {
 
 	// Room-scoped reset of the live Dedicated session: destroyed once, back in a new one.
 	var res contract.ControlResult
-	must(t, c.Do(context.Background(), http.MethodPost, "/v1/sessions/"+s2.String()+"/reset-sandbox", nil, &res))
+	must(t, c.Operation(context.Background(), http.MethodPost, "/v1/sessions/"+s2.String()+"/reset-sandbox", nil, &res, nil))
 	if !res.SandboxDestroyed || len(res.Members) != 1 || !res.Members[0].WasLive || e.commands(t, "rm", ids[s2].SandboxName) != 1 {
 		t.Fatalf("reset %+v", res)
 	}
@@ -395,7 +395,7 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 
 	// A manual checkpoint while the runtime is live (between turns).
 	var manual api.CheckpointBody
-	must(t, c.Do(ctx, http.MethodPost, "/v1/hosts/"+session.String()+"/checkpoints", nil, &manual))
+	must(t, c.Operation(ctx, http.MethodPost, "/v1/hosts/"+session.String()+"/checkpoints", nil, &manual, nil))
 	if manual.Reason != domain.CheckpointManual || manual.PayloadBytes == 0 {
 		t.Fatalf("manual checkpoint %+v", manual)
 	}
@@ -431,19 +431,19 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 	cps := checkpoints(2).Items
 	// Retention: the newest is kept; an older one's payload may go, its record stays.
 	del := func(id uuid.UUID) error {
-		return c.Do(ctx, http.MethodPost, "/v1/hosts/"+session.String()+"/checkpoints/"+id.String()+"/delete-payload",
-			api.DeletePayloadRequest{ConfirmPermanent: true}, nil)
+		return c.Operation(ctx, http.MethodPost, "/v1/hosts/"+session.String()+"/checkpoints/"+id.String()+"/delete-payload",
+			api.DeletePayloadRequest{ConfirmPermanent: true}, nil, nil)
 	}
 	if err := del(cps[0].ID); !isStatus(err, http.StatusConflict) {
 		t.Fatalf("deleting the newest checkpoint: %v", err)
 	}
-	if err := c.Do(ctx, http.MethodPost, "/v1/hosts/"+session.String()+"/checkpoints/"+cps[1].ID.String()+"/delete-payload",
-		api.DeletePayloadRequest{}, nil); !isStatus(err, http.StatusBadRequest) {
+	if err := c.Operation(ctx, http.MethodPost, "/v1/hosts/"+session.String()+"/checkpoints/"+cps[1].ID.String()+"/delete-payload",
+		api.DeletePayloadRequest{}, nil, nil); !isStatus(err, http.StatusBadRequest) {
 		t.Fatalf("deleting without confirmation: %v", err)
 	}
 	var deletion domain.CheckpointDeletion
-	must(t, c.Do(ctx, http.MethodPost, "/v1/hosts/"+session.String()+"/checkpoints/"+cps[1].ID.String()+"/delete-payload",
-		api.DeletePayloadRequest{ConfirmPermanent: true}, &deletion))
+	must(t, c.Operation(ctx, http.MethodPost, "/v1/hosts/"+session.String()+"/checkpoints/"+cps[1].ID.String()+"/delete-payload",
+		api.DeletePayloadRequest{ConfirmPermanent: true}, &deletion, nil))
 	if deletion.Stage != domain.DeletionSucceeded {
 		t.Fatalf("deletion %+v", deletion)
 	}
@@ -493,14 +493,14 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 	// Start fresh, explicitly: the wrong evidence is refused; the confirmed one gives the room
 	// a new session (and thread) that answers the queued message; the old one is archived.
 	path := "/v1/hosts/" + session.String() + "/continuity/start-fresh"
-	if err := c.Do(ctx, http.MethodPost, path, api.StartFreshRequest{ConfirmStartFresh: true, EvidenceChecksum: "stale"}, nil); !isStatus(err, http.StatusConflict) {
+	if err := c.Operation(ctx, http.MethodPost, path, api.StartFreshRequest{ConfirmStartFresh: true, EvidenceChecksum: "stale"}, nil, nil); !isStatus(err, http.StatusConflict) {
 		t.Fatalf("start-fresh on stale evidence: %v", err)
 	}
-	if err := c.Do(ctx, http.MethodPost, path, api.StartFreshRequest{EvidenceChecksum: got.EvidenceChecksum}, nil); !isStatus(err, http.StatusBadRequest) {
+	if err := c.Operation(ctx, http.MethodPost, path, api.StartFreshRequest{EvidenceChecksum: got.EvidenceChecksum}, nil, nil); !isStatus(err, http.StatusBadRequest) {
 		t.Fatalf("start-fresh without confirmation: %v", err)
 	}
 	var reset domain.ContinuityReset
-	must(t, c.Do(ctx, http.MethodPost, path, api.StartFreshRequest{ConfirmStartFresh: true, EvidenceChecksum: got.EvidenceChecksum}, &reset))
+	must(t, c.Operation(ctx, http.MethodPost, path, api.StartFreshRequest{ConfirmStartFresh: true, EvidenceChecksum: got.EvidenceChecksum}, &reset, nil))
 	if len(reset.Mapping) != 1 || reset.Mapping[0].SourceSession != session || reset.Mapping[0].RoomID != room.ID {
 		t.Fatalf("reset %+v", reset)
 	}
@@ -522,7 +522,7 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 	}
 	// Asking again returns the completed reset; nothing is reset twice.
 	var again domain.ContinuityReset
-	must(t, c.Do(ctx, http.MethodPost, path, api.StartFreshRequest{ConfirmStartFresh: true, EvidenceChecksum: got.EvidenceChecksum}, &again))
+	must(t, c.Operation(ctx, http.MethodPost, path, api.StartFreshRequest{ConfirmStartFresh: true, EvidenceChecksum: got.EvidenceChecksum}, &again, nil))
 	if again.ID != reset.ID || again.Mapping[0].ReplacementSession != reset.Mapping[0].ReplacementSession {
 		t.Fatalf("a second start-fresh made another reset: %+v", again)
 	}

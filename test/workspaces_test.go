@@ -81,7 +81,7 @@ func TestAnArchivedWorkspaceOutlivesItsHostAndIsRestoredWithItsConversation(t *t
 	if pre.CanCleanup || len(pre.Blockers) == 0 {
 		t.Fatalf("a live host's preflight: %+v", pre)
 	}
-	if err := c.Do(ctx, http.MethodPost, "/v1/hosts/"+host.String()+"/cleanup", api.CleanupRequest{ConfirmPermanent: true}, nil); !isStatus(err, http.StatusConflict) {
+	if err := c.Operation(ctx, http.MethodPost, "/v1/hosts/"+host.String()+"/cleanup", api.CleanupRequest{ConfirmPermanent: true}, nil, nil); !isStatus(err, http.StatusConflict) {
 		t.Fatalf("cleanup of a live host: %v", err)
 	}
 	exp, err := workspaceOp(c, session, "export", api.WorkspaceOpRequest{})
@@ -160,7 +160,7 @@ func TestAnArchivedWorkspaceOutlivesItsHostAndIsRestoredWithItsConversation(t *t
 	var cleaned struct {
 		Cleanup domain.HostCleanupOperation `json:"cleanup"`
 	}
-	must(t, c.Do(ctx, http.MethodPost, "/v1/hosts/"+host.String()+"/cleanup", api.CleanupRequest{ConfirmPermanent: true}, &cleaned))
+	must(t, c.Operation(ctx, http.MethodPost, "/v1/hosts/"+host.String()+"/cleanup", api.CleanupRequest{ConfirmPermanent: true}, &cleaned, nil))
 	if cleaned.Cleanup.Stage != domain.CleanupSucceeded || cleaned.Cleanup.RemovedRuntimeHostBytes == 0 {
 		t.Fatalf("cleanup %+v", cleaned.Cleanup)
 	}
@@ -307,7 +307,7 @@ func TestAWorkerKilledDuringAnArchiveOrHostCleanupFinishesItExactlyOnce(t *testi
 	w = fw.start(t, "cleanup.root_renamed")
 	awaitHostState(t, c, host, domain.HostParked, 60*time.Second)
 	go func() {
-		_ = c.Do(ctx, http.MethodPost, "/v1/hosts/"+host.String()+"/cleanup", api.CleanupRequest{ConfirmPermanent: true}, nil)
+		_ = c.Operation(ctx, http.MethodPost, "/v1/hosts/"+host.String()+"/cleanup", api.CleanupRequest{ConfirmPermanent: true}, nil, nil)
 	}()
 	fw.awaitPause(t, "cleanup.root_renamed")
 	kill(t, w)

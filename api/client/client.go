@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/domain"
 )
 
 // Client calls one Jam API with one bearer token.
@@ -206,3 +207,54 @@ func (c *Client) streamOnce(ctx context.Context, path string, after *string, fn 
 
 // ErrStopStream, returned by a Stream callback, ends the stream without an error.
 var ErrStopStream = errors.New("stop the stream")
+
+// Operation sends a request that starts a long operation (answered 202 with an
+// api.OperationResource) and waits for it: its result is decoded into out, and a failed
+// operation is returned as the *Error its route would have answered. progress, when not
+// nil, sees the resource each time it is polled.
+func (c *Client) Operation(ctx context.Context, method, path string, in, out any, progress func(api.OperationResource)) error {
+	raw, err := c.DoRaw(ctx, method, path, in)
+	if err != nil {
+		return err
+	}
+	var op api.OperationResource
+	if err := json.Unmarshal(raw, &op); err != nil {
+		return fmt.Errorf("%s %s: decode operation: %w", method, path, err)
+	}
+	op, err = c.WaitOperation(ctx, op, progress)
+	if err != nil {
+		return err
+	}
+	if op.Status == domain.OperationFailed {
+		return OperationError(op)
+	}
+	if out == nil || len(op.Result) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(op.Result, out); err != nil {
+		return fmt.Errorf("operation %s: decode result: %w", op.ID, err)
+	}
+	return nil
+}
+
+// WaitOperation polls GET /v1/operations/{id} (each poll waits server-side) until op is no
+// longer running.
+func (c *Client) WaitOperation(ctx context.Context, op api.OperationResource, progress func(api.OperationResource)) (api.OperationResource, error) {
+	for op.Status == domain.OperationRunning {
+		if progress != nil {
+			progress(op)
+		}
+		if err := c.Do(ctx, http.MethodGet, "/v1/operations/"+op.ID.String()+"?wait=20s", nil, &op); err != nil {
+			return op, err
+		}
+	}
+	return op, nil
+}
+
+// OperationError is the error a failed operation's route would have answered.
+func OperationError(op api.OperationResource) error {
+	if op.Failure == nil {
+		return &Error{Status: http.StatusBadGateway, Body: api.ErrorBody{Code: domain.CodeUpstream, Message: "the operation failed"}}
+	}
+	return &Error{Status: op.Failure.Status, Body: api.ErrorBody{Code: op.Failure.Code, Message: op.Failure.Message}}
+}

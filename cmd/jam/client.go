@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/api/client"
 	"github.com/jam-dev/jam/internal/domain"
 )
@@ -28,6 +29,8 @@ type clientFlags struct {
 	json bool
 	// quiet prints only the id of what a command created or changed, for scripts.
 	quiet bool
+	// noWait returns as soon as a long operation started instead of waiting for it.
+	noWait bool
 }
 
 func addClientFlags(cmd *cobra.Command) *clientFlags {
@@ -40,6 +43,7 @@ func addClientFlags(cmd *cobra.Command) *clientFlags {
 	addHomeFlag(fs, &f.home)
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "print only the id of what was created or changed")
+	fs.BoolVar(&f.noWait, "no-wait", false, "for long operations: print the started operation and return (follow it with jam operation wait ID)")
 	return f
 }
 
@@ -75,6 +79,71 @@ func (f *clientFlags) call(cmd *cobra.Command, method, path string, body any) ([
 		return nil, err
 	}
 	return c.DoRaw(cmd.Context(), method, path, body)
+}
+
+// operation starts a long operation (the route answers 202) and, unless --no-wait, waits
+// for it with a progress line on stderr. It returns the operation's raw result, or
+// done=false when it printed the started operation instead (--no-wait).
+func (f *clientFlags) operation(cmd *cobra.Command, method, path string, body any) (raw []byte, done bool, err error) {
+	c, err := f.client()
+	if err != nil {
+		return nil, false, err
+	}
+	started, err := c.DoRaw(cmd.Context(), method, path, body)
+	if err != nil {
+		return nil, false, err
+	}
+	var op api.OperationResource
+	if err := json.Unmarshal(started, &op); err != nil {
+		return nil, false, fmt.Errorf("decode operation: %w", err)
+	}
+	if f.noWait {
+		return nil, false, printOperation(f, cmd, started, op)
+	}
+	op, err = c.WaitOperation(cmd.Context(), op, operationProgress(cmd))
+	if err != nil {
+		return nil, false, err
+	}
+	if op.Status == domain.OperationFailed {
+		return nil, false, client.OperationError(op)
+	}
+	return op.Result, true, nil
+}
+
+// operationProgress prints one line per poll on stderr: the operation keeps running in
+// the background if the user interrupts the wait.
+func operationProgress(cmd *cobra.Command) func(api.OperationResource) {
+	start := time.Now()
+	return func(op api.OperationResource) {
+		stage := cmp.Or(op.Stage, "running")
+		fmt.Fprintf(cmd.ErrOrStderr(), "operation %s (%s): %s, %s\n", op.ID, op.Kind, stage, time.Since(start).Round(time.Second))
+	}
+}
+
+// printOperation shows an operation resource (raw under --json, its id under --quiet).
+func printOperation(f *clientFlags, cmd *cobra.Command, raw []byte, op api.OperationResource) error {
+	if f.json {
+		return printJSON(cmd.OutOrStdout(), raw)
+	}
+	w := cmd.OutOrStdout()
+	if f.quiet {
+		_, err := fmt.Fprintln(w, op.ID)
+		return err
+	}
+	fmt.Fprintf(w, "operation %s: %s %s %s, %s\n", op.ID, op.Kind, op.Target.Kind, op.Target.ID, op.Status)
+	if op.Stage != "" {
+		fmt.Fprintf(w, "stage: %s\n", op.Stage)
+	}
+	if op.Failure != nil {
+		fmt.Fprintf(w, "failed: %s (%s)\n", op.Failure.Message, op.Failure.Class)
+	}
+	if op.WorkflowURL != "" {
+		fmt.Fprintf(w, "workflow: %s\n", op.WorkflowURL)
+	}
+	if op.Status == domain.OperationRunning {
+		fmt.Fprintf(w, "follow it: jam operation wait %s\n", op.ID)
+	}
+	return nil
 }
 
 // render prints raw as JSON under --json, else decodes it into T for the human view.

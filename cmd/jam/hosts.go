@@ -54,9 +54,9 @@ after its ownership is proven (reset_sandbox); restart and reset_sandbox bring b
 members that were live. This is the only way to stop or reset a Shared host.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			raw, err := cf.call(cmd, http.MethodPost, "/v1/hosts/"+url.PathEscape(args[0])+"/control",
+			raw, done, err := cf.operation(cmd, http.MethodPost, "/v1/hosts/"+url.PathEscape(args[0])+"/control",
 				api.HostControlRequest{Action: domain.HostAction(args[1]), DiscardChanges: discard})
-			if err != nil {
+			if err != nil || !done {
 				return err
 			}
 			return render(cf, cmd, raw, func(res contract.ControlResult) error { return printControl(cmd, res) })
@@ -94,8 +94,8 @@ func continuityCommands(cf *clientFlags) []*cobra.Command {
 	checkpoint := &cobra.Command{
 		Use: "checkpoint HOST_ID", Short: "Capture a checkpoint now (running turns finish first, new ones wait)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			raw, err := cf.call(cmd, http.MethodPost, "/v1/hosts/"+url.PathEscape(args[0])+"/checkpoints", nil)
-			if err != nil {
+			raw, done, err := cf.operation(cmd, http.MethodPost, "/v1/hosts/"+url.PathEscape(args[0])+"/checkpoints", nil)
+			if err != nil || !done {
 				return err
 			}
 			return render(cf, cmd, raw, func(k api.CheckpointBody) error {
@@ -132,9 +132,9 @@ func continuityCommands(cf *clientFlags) []*cobra.Command {
 		Short: "Give every room of the host a new session and provider thread (the old ones are archived, not deleted)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			raw, err := cf.call(cmd, http.MethodPost, "/v1/hosts/"+url.PathEscape(args[0])+"/continuity/start-fresh",
+			raw, done, err := cf.operation(cmd, http.MethodPost, "/v1/hosts/"+url.PathEscape(args[0])+"/continuity/start-fresh",
 				api.StartFreshRequest{ConfirmStartFresh: confirm, EvidenceChecksum: evidence})
-			if err != nil {
+			if err != nil || !done {
 				return err
 			}
 			return render(cf, cmd, raw, func(r domain.ContinuityReset) error {
@@ -153,9 +153,9 @@ func continuityCommands(cf *clientFlags) []*cobra.Command {
 		Short: "Delete a checkpoint's payload if retention allows (the record stays)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			raw, err := cf.call(cmd, http.MethodPost, "/v1/hosts/"+url.PathEscape(args[0])+"/checkpoints/"+url.PathEscape(args[1])+"/delete-payload",
+			raw, done, err := cf.operation(cmd, http.MethodPost, "/v1/hosts/"+url.PathEscape(args[0])+"/checkpoints/"+url.PathEscape(args[1])+"/delete-payload",
 				api.DeletePayloadRequest{ConfirmPermanent: permanent})
-			if err != nil {
+			if err != nil || !done {
 				return err
 			}
 			return render(cf, cmd, raw, func(d domain.CheckpointDeletion) error {

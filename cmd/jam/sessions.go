@@ -77,9 +77,9 @@ func newSessionCmd(_ *globals) *cobra.Command {
 		Short: "Destroy and recreate the sandbox of a session's Dedicated host (Shared hosts: jam host control)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			raw, err := cf.call(cmd, http.MethodPost, "/v1/sessions/"+url.PathEscape(args[0])+"/reset-sandbox",
+			raw, done, err := cf.operation(cmd, http.MethodPost, "/v1/sessions/"+url.PathEscape(args[0])+"/reset-sandbox",
 				api.ResetSandboxRequest{DiscardChanges: discard})
-			if err != nil {
+			if err != nil || !done {
 				return err
 			}
 			return render(cf, cmd, raw, func(res contract.ControlResult) error { return printControl(cmd, res) })

@@ -220,8 +220,8 @@ func hostCleanupCmd(cf *clientFlags) *cobra.Command {
 					return nil
 				})
 			}
-			raw, err := cf.call(cmd, http.MethodPost, path, api.CleanupRequest{ConfirmPermanent: true})
-			if err != nil {
+			raw, done, err := cf.operation(cmd, http.MethodPost, path, api.CleanupRequest{ConfirmPermanent: true})
+			if err != nil || !done {
 				return err
 			}
 			return render(cf, cmd, raw, func(r contract.HostCleanupResult) error {

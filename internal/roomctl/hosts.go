@@ -38,8 +38,31 @@ func hostStart(host uuid.UUID) client.StartWorkflowOptions {
 	}
 }
 
-// updateHost sends an update to the host's workflow, starting it when it is not running.
+// updateHost sends an update to the host's workflow, starting it when it is not running,
+// and waits for its result.
 func (h *Hosts) updateHost(ctx context.Context, updateID string, host uuid.UUID, name string, arg any, out any) error {
+	handle, err := h.sendHostUpdate(ctx, updateID, host, name, arg, client.WorkflowUpdateStageCompleted)
+	if err != nil {
+		return err
+	}
+	if err := handle.Get(ctx, out); err != nil {
+		return fmt.Errorf("%s runtime host %s: %w", name, host, err)
+	}
+	return nil
+}
+
+// StartUpdate sends an update to the host's workflow (starting it when it is not running)
+// and returns the run once the host accepted it: a long operation follows the rest.
+func (h *Hosts) StartUpdate(ctx context.Context, host uuid.UUID, updateID, name string, arg any) (string, error) {
+	handle, err := h.sendHostUpdate(ctx, updateID, host, name, arg, client.WorkflowUpdateStageAccepted)
+	if err != nil {
+		return "", err
+	}
+	return handle.RunID(), nil
+}
+
+func (h *Hosts) sendHostUpdate(ctx context.Context, updateID string, host uuid.UUID, name string, arg any,
+	stage client.WorkflowUpdateStage) (client.WorkflowUpdateHandle, error) {
 	op := h.Client.NewWithStartWorkflowOperation(hostStart(host), contract.TypeRuntimeHost, contract.RuntimeHostInput{Host: host})
 	args := []any{}
 	if arg != nil {
@@ -48,15 +71,12 @@ func (h *Hosts) updateHost(ctx context.Context, updateID string, host uuid.UUID,
 	handle, err := h.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{UpdateID: updateID, WorkflowID: contract.RuntimeHostID(host), UpdateName: name,
-			Args: args, WaitForStage: client.WorkflowUpdateStageCompleted},
+			Args: args, WaitForStage: stage},
 	})
 	if err != nil {
-		return fmt.Errorf("%s runtime host %s: %w", name, host, err)
+		return nil, fmt.Errorf("%s runtime host %s: %w", name, host, err)
 	}
-	if err := handle.Get(ctx, out); err != nil {
-		return fmt.Errorf("%s runtime host %s: %w", name, host, err)
-	}
-	return nil
+	return handle, nil
 }
 
 // Acquire takes the member's lease; the sandbox is ready when it returns.
