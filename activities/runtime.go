@@ -46,7 +46,7 @@ type Runtimes struct {
 	Pause func(ctx context.Context, point string)
 	// Env is the worker's environment, captured at start: executable resolution reads it,
 	// and a host-native provider gets only what provider.HostNativeEnv lets through of it.
-	// nil is the process's.
+	// nil is an empty environment: the startup code injects the snapshot.
 	Env []string
 	// ReadyTimeout, when set, replaces every catalog row's start-handshake bound (the
 	// operator's JAM_PROVIDER_READY_SECS).
@@ -116,9 +116,6 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 			fmt.Sprintf("transport %q is not run by Jam", hs.Config.Transport), domain.ErrTypeUnsupportedTransport, nil)
 	}
 	worker := r.Env
-	if worker == nil {
-		worker = os.Environ()
-	}
 	// Heartbeat from here: a restore from a checkpoint may take a while, and a silent
 	// attempt would be timed out and raced by its own retry.
 	stopBeat := heartbeat(ctx)

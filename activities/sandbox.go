@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -20,12 +19,12 @@ import (
 // Sandbox holds the activities that drive this node's `sbx`. It is registered only on the
 // node's task queue: the sandboxes, their owner markers and workspaces live on this machine.
 type Sandbox struct {
-	// Sbx is the `sbx` executable (an absolute path); "" reads JAM_SBX, else PATH.
+	// Sbx is the `sbx` executable (an absolute path); "" searches PATH.
 	Sbx string
-	// Getenv reads JAM_SBX and PATH; nil is os.Getenv.
-	Getenv func(string) string
-	// Env is the environment `sbx` runs with; nil is the worker's less credentials
-	// (sandbox.HostEnv).
+	// PATH is the worker's PATH, searched for `sbx` when Sbx is ""; "" searches nothing.
+	PATH string
+	// Env is the environment `sbx` runs with: the worker's less credentials
+	// (sandbox.HostEnv). nil is an empty environment, never the process's.
 	Env    []string
 	Store  *store.Store
 	Layout domain.Layout
@@ -34,19 +33,12 @@ type Sandbox struct {
 	drivers map[string]*sandbox.Driver
 }
 
-// explicit is the configured `sbx` ("" = resolve on PATH).
-func (s *Sandbox) explicit() string {
-	if s.Sbx != "" {
-		return s.Sbx
+// env is what `sbx` runs with; a nil exec.Cmd.Env would inherit the worker's credentials.
+func (s *Sandbox) env() []string {
+	if s.Env == nil {
+		return []string{}
 	}
-	return s.getenv(sandbox.EnvSbx)
-}
-
-func (s *Sandbox) getenv(k string) string {
-	if s.Getenv != nil {
-		return s.Getenv(k)
-	}
-	return os.Getenv(k)
+	return s.Env
 }
 
 // ProbeSandboxInput is empty; the node is chosen by the task queue.
@@ -55,12 +47,12 @@ type ProbeSandboxInput struct{}
 // ProbeSandboxSupport classifies this node's `sbx` (absent, too old, daemon down, ok) within
 // sandbox.ReadOnlyTimeout. It never fails: the classification is the answer.
 func (s *Sandbox) ProbeSandboxSupport(ctx context.Context, _ ProbeSandboxInput) (sandbox.Support, error) {
-	return sandbox.Probe(ctx, s.explicit(), s.getenv("PATH"), s.Env), nil
+	return sandbox.Probe(ctx, s.Sbx, s.PATH, s.env()), nil
 }
 
 // Driver is this node's `sbx` driver, its release probed once per executable path.
 func (s *Sandbox) Driver(ctx context.Context) (*sandbox.Driver, error) {
-	path, err := sandbox.Locate(s.explicit(), s.getenv("PATH"))
+	path, err := sandbox.Locate(s.Sbx, s.PATH)
 	if err != nil {
 		return nil, contract.Fail("no usable sbx on this node: "+err.Error(), domain.ErrTypeSandboxUnavailable, err)
 	}
@@ -70,11 +62,7 @@ func (s *Sandbox) Driver(ctx context.Context) (*sandbox.Driver, error) {
 	if ok {
 		return d, nil
 	}
-	env := s.Env
-	if env == nil {
-		env = sandbox.HostEnv(os.Environ())
-	}
-	d = &sandbox.Driver{Path: path, Env: env}
+	d = &sandbox.Driver{Path: path, Env: s.env()}
 	v, err := d.ProbeVersion(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("probe sbx version: %w", err)

@@ -24,6 +24,8 @@ type Workspaces struct {
 	Layout domain.Layout
 	// Sandbox reads the node's sandbox inventory for the cleanup preflight.
 	Sandbox *Sandbox
+	// PATH is the worker's PATH, on which the removal inspection finds and runs git.
+	PATH string
 	// Live reports whether a runtime of the session runs in this worker (nil: none does).
 	Live func(session uuid.UUID) bool
 	// Pause is the fault-injection point of crash tests (nil in production: see faults.go).
@@ -56,7 +58,7 @@ func (w *Workspaces) InspectRemoval(ctx context.Context, in contract.WorkspaceRe
 	if err := liveBytes(dir, in.Workspace); err != nil {
 		return contract.RemovalReport{}, err
 	}
-	inv, err := workspace.InspectRepositories(ctx, dir)
+	inv, err := workspace.InspectRepositories(ctx, dir, w.PATH)
 	if err != nil {
 		return contract.RemovalReport{}, fmt.Errorf("inspect repositories of workspace %s: %w", in.Workspace, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,11 +23,11 @@ import (
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
-	"github.com/jam-dev/jam/internal/faults"
 	"github.com/jam-dev/jam/internal/permission"
 	"github.com/jam-dev/jam/internal/procgroup"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/roomctl"
+	"github.com/jam-dev/jam/internal/sandbox"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/workflows"
 )
@@ -49,8 +50,8 @@ type Config struct {
 	Node    string
 	DataDir string
 	Version string
-	// Sbx is the `sbx` executable; "" reads JAM_SBX, else resolves sbx on PATH.
-	Sbx    string
+	// Sbx locates this node's `sbx` (sandbox.ConfigFromEnv at start).
+	Sbx    sandbox.Config
 	Logger *slog.Logger
 	// StopTimeout bounds how long Stop waits for running activities (DefaultStopTimeout).
 	StopTimeout time.Duration
@@ -61,11 +62,17 @@ type Config struct {
 	Register func(shared, node worker.Registry)
 	// Factories override the runtime adapters by provider family (DefaultFactories).
 	Factories map[domain.Provider]provider.Factory
-	// Env is the environment executable resolution reads and host-native providers get
-	// their allowed variables from; nil is the process's, read once at start.
+	// Env is the worker's environment, snapshotted once by the startup code: executable
+	// resolution reads it, host-native providers get their allowed variables from it and
+	// `sbx` runs with it less credentials. nil is an empty environment, never the process's.
 	Env []string
 	// Lifecycle is the operator's owned-runtime lifecycle configuration.
 	Lifecycle activities.Lifecycle
+	// PermissionTimeout is the operator's override of the permission timeout setting.
+	PermissionTimeout permission.TimeoutOverride
+	// Pause is the fault-injection hook of crash tests (faults.FromEnv at start; nil in
+	// production).
+	Pause func(ctx context.Context, point string)
 }
 
 // Workers are a node's running workers and its heartbeat.
@@ -118,7 +125,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		node:   worker.New(cfg.Client, contract.NodeTaskQueue(cfg.Node), opts),
 		fatal:  make(chan error, 1),
 	}
-	w.permissions = permission.New(cfg.Store, cfg.Logger.With("component", "permissions"))
+	w.permissions = permission.New(cfg.Store, cfg.Logger.With("component", "permissions"), cfg.PermissionTimeout)
 	w.runtimes = NewRuntimeRegistry(cfg.Logger, cfg.Factories, func(exit RuntimeExit) {
 		// The event log tells people; the signal tells the session's workflow, which goes
 		// dormant (a lost signal is healed by its next turn, which finds no runtime).
@@ -134,20 +141,16 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		}
 	}, WithGroupRecords(records))
 	registerShared(w.shared, cfg.Store, cfg.Client, cfg.Lifecycle)
-	sbx := &activities.Sandbox{Store: cfg.Store, Layout: layout, Sbx: cfg.Sbx}
+	sbx := &activities.Sandbox{Store: cfg.Store, Layout: layout, Sbx: cfg.Sbx.Sbx, PATH: cfg.Sbx.PATH,
+		Env: sandbox.HostEnv(cfg.Env)}
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
 	w.node.RegisterActivity(sbx)
 	w.node.RegisterActivity(&activities.Checkpoints{Store: cfg.Store, Layout: layout})
-	pause := faults.FromEnv(os.Getenv)
-	env := cfg.Env
-	if env == nil {
-		env = os.Environ()
-	}
 	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Table: w.runtimes, Permissions: w.permissions,
-		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes"), Pause: pause, Env: env,
+		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes"), Pause: cfg.Pause, Env: cfg.Env,
 		ReadyTimeout: cfg.Lifecycle.ReadyTimeout})
-	w.node.RegisterActivity(&activities.Workspaces{Store: cfg.Store, Layout: layout, Sandbox: sbx,
-		Live: func(s uuid.UUID) bool { _, _, ok := w.runtimes.Get(s); return ok }, Pause: pause})
+	w.node.RegisterActivity(&activities.Workspaces{Store: cfg.Store, Layout: layout, Sandbox: sbx, PATH: envValue(cfg.Env, "PATH"),
+		Live: func(s uuid.UUID) bool { _, _, ok := w.runtimes.Get(s); return ok }, Pause: cfg.Pause})
 	if cfg.Register != nil {
 		cfg.Register(w.shared, w.node)
 	}
@@ -170,6 +173,17 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	cfg.Logger.Info("workers started", "node", cfg.Node,
 		"queues", []string{contract.TaskQueue, contract.NodeTaskQueue(cfg.Node)})
 	return w, nil
+}
+
+// envValue is name's value in env ("" when unset); the last entry wins, as in exec.Cmd.
+func envValue(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
 }
 
 // startProcessGroups kills and reaps the provider process groups a previous worker of this

@@ -53,7 +53,7 @@ func newCleanupFixture(t *testing.T) *cleanupFixture {
 }
 
 func (f *cleanupFixture) workspaces() *activities.Workspaces {
-	return &activities.Workspaces{Store: f.st, Layout: f.layout, Sandbox: f.sb, Live: func(s uuid.UUID) bool { return f.live[s] }}
+	return &activities.Workspaces{Store: f.st, Layout: f.layout, Sandbox: f.sb, PATH: os.Getenv("PATH"), Live: func(s uuid.UUID) bool { return f.live[s] }}
 }
 
 func (f *cleanupFixture) inspect() contract.CleanupReport {

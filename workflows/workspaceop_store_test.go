@@ -118,7 +118,7 @@ func (f *opFixture) run(in contract.WorkspaceOpInput, killAfter string) (contrac
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	rec := &activities.WorkspaceRecords{Store: f.st}
-	w := &activities.Workspaces{Store: f.st, Layout: f.layout}
+	w := &activities.Workspaces{Store: f.st, Layout: f.layout, PATH: os.Getenv("PATH")}
 	h := &activities.Hosts{Store: f.st, Members: stopMembers{f}}
 	env.RegisterActivity(rec)
 	env.RegisterActivity(w)
@@ -475,7 +475,7 @@ func TestRestoreRetriedAfterItsRenameIsDoneAndAForeignDestinationIsRefused(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &activities.Workspaces{Store: f.st, Layout: f.layout}
+	w := &activities.Workspaces{Store: f.st, Layout: f.layout, PATH: os.Getenv("PATH")}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(w)

@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/band"
 	"github.com/jam-dev/jam/internal/domain"
@@ -264,13 +263,13 @@ func runBand(ctx context.Context, st *store.Store, starter lifecycle.Starter, lo
 
 // startWorkers starts a node's workers; it shares the node default (the host name) with every command.
 func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Store) (*workers.Workers, error) {
-	useBundledTestAgent(o.Logger)
-	lifecycle, err := activities.LifecycleFromEnv(os.Getenv)
+	we, err := parseWorkerEnv(os.Environ(), o.Sbx, o.Logger)
 	if err != nil {
 		return nil, err
 	}
 	return workers.Start(ctx, workers.Config{
-		Client: c, Store: st, Node: o.Node, DataDir: o.Home, Version: o.Version, Sbx: o.Sbx,
-		Logger: o.Logger.With("component", "worker"), Lifecycle: lifecycle,
+		Client: c, Store: st, Node: o.Node, DataDir: o.Home, Version: o.Version, Sbx: we.sbx,
+		Logger: o.Logger.With("component", "worker"), Env: we.env, Lifecycle: we.lifecycle,
+		PermissionTimeout: we.permission, Pause: we.pause,
 	})
 }

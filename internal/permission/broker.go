@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +25,36 @@ import (
 // EnvTimeout overrides the runtime.permission.timeout_secs setting: seconds a request waits
 // for a decision before it is denied, 0 for no deadline.
 const EnvTimeout = "JAM_RUNTIME_PERMISSION_TIMEOUT_SECS"
+
+// TimeoutOverride is the operator's JAM_RUNTIME_PERMISSION_TIMEOUT_SECS, parsed once when
+// the worker starts (TimeoutOverrideFromEnv) and injected; when Set it wins over the stored
+// setting.
+type TimeoutOverride struct {
+	Set bool
+	// Timeout is how long a request waits; 0 is no deadline.
+	Timeout time.Duration
+}
+
+// TimeoutOverrideFromEnv parses JAM_RUNTIME_PERMISSION_TIMEOUT_SECS; unset or blank is no
+// override. A value the setting would refuse is an error, and no override.
+func TimeoutOverrideFromEnv(getenv func(string) string) (TimeoutOverride, error) {
+	raw := strings.TrimSpace(getenv(EnvTimeout))
+	if raw == "" {
+		return TimeoutOverride{}, nil
+	}
+	def, ok := domain.LookupSetting(domain.SettingPermissionTimeoutSecs)
+	if !ok {
+		return TimeoutOverride{}, fmt.Errorf("setting %s is not registered", domain.SettingPermissionTimeoutSecs)
+	}
+	secs, err := strconv.ParseInt(raw, 10, 64)
+	if err == nil {
+		err = def.Validate(json.RawMessage(strconv.FormatInt(secs, 10)))
+	}
+	if err != nil {
+		return TimeoutOverride{}, fmt.Errorf("%s=%q: %w", EnvTimeout, raw, err)
+	}
+	return TimeoutOverride{Set: true, Timeout: time.Duration(secs) * time.Second}, nil
+}
 
 // The reasons the broker gives when nobody decided.
 const (
@@ -45,11 +74,11 @@ const (
 // Broker decides runtime permission requests; it implements provider.PermissionBroker.
 // Request blocks in the caller's goroutine and starts none of its own.
 type Broker struct {
-	store     *store.Store
-	log       *slog.Logger
-	now       func() time.Time
-	lookupEnv func(string) (string, bool)
-	poll      time.Duration
+	store    *store.Store
+	log      *slog.Logger
+	now      func() time.Time
+	override TimeoutOverride
+	poll     time.Duration
 
 	mu      sync.Mutex
 	waiters map[chan struct{}]struct{}
@@ -57,10 +86,11 @@ type Broker struct {
 
 var _ provider.PermissionBroker = (*Broker)(nil)
 
-// New builds a broker over the store. It registers one hook on the store's in-process
-// commits to wake waiting requests; build one broker per store.
-func New(st *store.Store, log *slog.Logger) *Broker {
-	b := &Broker{store: st, log: log, now: time.Now, lookupEnv: os.LookupEnv, poll: pollInterval,
+// New builds a broker over the store; override is the operator's timeout, if any. It
+// registers one hook on the store's in-process commits to wake waiting requests; build one
+// broker per store.
+func New(st *store.Store, log *slog.Logger, override TimeoutOverride) *Broker {
+	b := &Broker{store: st, log: log, now: time.Now, override: override, poll: pollInterval,
 		waiters: map[chan struct{}]struct{}{}}
 	st.OnEventsCommitted(b.wake)
 	return b
@@ -92,23 +122,15 @@ func (b *Broker) removeWaiter(ch chan struct{}) {
 	b.mu.Unlock()
 }
 
-// Timeout is how long a new request waits for a decision (0: no deadline): a valid
-// JAM_RUNTIME_PERMISSION_TIMEOUT_SECS, else the stored runtime.permission.timeout_secs
-// setting, else its default.
+// Timeout is how long a new request waits for a decision (0: no deadline): the operator's
+// override, else the stored runtime.permission.timeout_secs setting, else its default.
 func (b *Broker) Timeout(ctx context.Context) (time.Duration, error) {
+	if b.override.Set {
+		return b.override.Timeout, nil
+	}
 	def, ok := domain.LookupSetting(domain.SettingPermissionTimeoutSecs)
 	if !ok {
 		return 0, fmt.Errorf("setting %s is not registered", domain.SettingPermissionTimeoutSecs)
-	}
-	if raw, set := b.lookupEnv(EnvTimeout); set && strings.TrimSpace(raw) != "" {
-		secs, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
-		if err == nil {
-			err = def.Validate(json.RawMessage(strconv.FormatInt(secs, 10)))
-		}
-		if err == nil {
-			return time.Duration(secs) * time.Second, nil
-		}
-		b.log.Warn("ignoring an invalid "+EnvTimeout, "value", raw, "error", err)
 	}
 	value := def.Default
 	stored, err := b.store.GetSetting(ctx, def.Key)

@@ -25,16 +25,14 @@ type fixture struct {
 	// first store's hooks, as if another process (the API server) wrote them.
 	other  *store.Store
 	broker *Broker
-	env    map[string]string
 	agent  domain.Agent
 	room   domain.Room
 }
 
 func forEachFixture(t *testing.T, fn func(t *testing.T, f *fixture)) {
 	testdb.ForEachURL(t, func(t *testing.T, url string) {
-		f := &fixture{store: teststore.Open(t, url), other: teststore.Open(t, url), env: map[string]string{}}
-		f.broker = New(f.store, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		f.broker.lookupEnv = func(k string) (string, bool) { v, ok := f.env[k]; return v, ok }
+		f := &fixture{store: teststore.Open(t, url), other: teststore.Open(t, url)}
+		f.broker = New(f.store, slog.New(slog.NewTextHandler(io.Discard, nil)), TimeoutOverride{})
 		ctx := context.Background()
 		var err error
 		if f.agent, err = f.store.CreateAgent(ctx, domain.Agent{ID: uuid.New(), Name: "builder", Kind: domain.AgentAttached,
@@ -46,6 +44,19 @@ func forEachFixture(t *testing.T, fn func(t *testing.T, f *fixture)) {
 		}
 		fn(t, f)
 	})
+}
+
+// setTimeoutEnv gives the broker the override JAM_RUNTIME_PERMISSION_TIMEOUT_SECS=raw parses
+// to (none when it is refused), as the startup code would.
+func (f *fixture) setTimeoutEnv(raw string) error {
+	o, err := TimeoutOverrideFromEnv(func(k string) string {
+		if k == EnvTimeout {
+			return raw
+		}
+		return ""
+	})
+	f.broker.override = o
+	return err
 }
 
 func (f *fixture) request(toolKey string) provider.PermissionRequest {
@@ -176,7 +187,9 @@ func TestAnAlwaysRuleAnswersWithoutRecordingARequest(t *testing.T) {
 
 func TestNoDecisionBeforeTheDeadlineDeniesAndExpires(t *testing.T) {
 	forEachFixture(t, func(t *testing.T, f *fixture) {
-		f.env[EnvTimeout] = "1"
+		if err := f.setTimeoutEnv("1"); err != nil {
+			t.Fatal(err)
+		}
 		start := time.Now()
 		a, err := f.broker.Request(context.Background(), f.request("edit"))
 		if err != nil || a.Decision != domain.PermissionDeny || a.Reason != ReasonDeadline || a.ID == uuid.Nil {
@@ -238,16 +251,18 @@ func TestTheTimeoutComesFromTheEnvironmentThenTheSetting(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(30 * time.Second)
-		f.env[EnvTimeout] = "5"
-		check(5 * time.Second)
-		f.env[EnvTimeout] = " 0 "
-		check(0)
+		for raw, want := range map[string]time.Duration{"5": 5 * time.Second, " 0 ": 0, "": 30 * time.Second} {
+			if err := f.setTimeoutEnv(raw); err != nil {
+				t.Fatalf("%q: %v", raw, err)
+			}
+			check(want)
+		}
 		for _, bad := range []string{"soon", "-1", "1.5", "99999999999"} {
-			f.env[EnvTimeout] = bad
+			if err := f.setTimeoutEnv(bad); err == nil {
+				t.Fatalf("%q accepted", bad)
+			}
 			check(30 * time.Second)
 		}
-		f.env[EnvTimeout] = ""
-		check(30 * time.Second)
 	})
 }
 

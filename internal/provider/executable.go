@@ -65,7 +65,8 @@ type ExecutableRequest struct {
 	Explicit string
 	// EnvVar names the environment default; "" uses EnvVarFor(Command).
 	EnvVar string
-	// Env looks up environment variables; nil uses os.Getenv.
+	// Env looks up the environment default in the worker's environment snapshot (the
+	// startup code reads the process's once); nil has no environment default.
 	Env func(string) string
 	// Pins is the machine pin table: command name -> absolute path.
 	Pins map[string]string
@@ -76,7 +77,8 @@ type ExecutableRequest struct {
 	// ProbeTimeout bounds each version probe; 0 means 20s.
 	ProbeTimeout time.Duration
 	// ProbeEnv is the environment a version probe runs with (the one the provider would
-	// get); nil is the worker's. PATH is set to the searched PATH either way.
+	// get); nil is an empty one, never the worker's. PATH is set to the searched PATH
+	// either way.
 	ProbeEnv []string
 }
 
@@ -164,16 +166,14 @@ func ResolveExecutable(ctx context.Context, req ExecutableRequest) (ResolvedExec
 	if req.Explicit != "" {
 		return resolveNamed(ctx, req, req.Explicit, SourceExplicit)
 	}
-	lookup := req.Env
-	if lookup == nil {
-		lookup = os.Getenv
-	}
 	envVar := req.EnvVar
 	if envVar == "" {
 		envVar = EnvVarFor(req.Command)
 	}
-	if p := lookup(envVar); p != "" {
-		return resolveNamed(ctx, req, p, SourceEnvironment)
+	if req.Env != nil {
+		if p := req.Env(envVar); p != "" {
+			return resolveNamed(ctx, req, p, SourceEnvironment)
+		}
 	}
 	if p, ok := req.Pins[req.Command]; ok {
 		return resolveNamed(ctx, req, p, SourcePin)
@@ -307,10 +307,8 @@ func probe(ctx context.Context, req ExecutableRequest, c *Candidate) error {
 	cmd.WaitDelay = probeWaitDelay
 	// A probe runs the candidate's own code: it gets the provider's environment, not the
 	// worker's secrets.
-	env := req.ProbeEnv
-	if env == nil {
-		env = os.Environ()
-	}
+	// Never nil: a nil exec.Cmd.Env would hand the probe the worker's secrets.
+	env := append([]string{}, req.ProbeEnv...)
 	if req.PATH != "" {
 		// A candidate found on the searched PATH (an npm shim's "#!/usr/bin/env node") must
 		// see that PATH, not the worker's.

@@ -14,6 +14,20 @@ import (
 // EnvSbx names the `sbx` executable explicitly (flag --sbx).
 const EnvSbx = "JAM_SBX"
 
+// Config locates a node's `sbx`. It is parsed once when the worker starts (ConfigFromEnv)
+// and injected, so nothing below the startup code reads the process environment.
+type Config struct {
+	// Sbx is the `sbx` executable the operator named (--sbx / JAM_SBX); "" searches PATH.
+	Sbx string
+	// PATH is the worker's PATH, searched for `sbx` when Sbx is "".
+	PATH string
+}
+
+// ConfigFromEnv reads JAM_SBX and PATH through getenv.
+func ConfigFromEnv(getenv func(string) string) Config {
+	return Config{Sbx: getenv(EnvSbx), PATH: getenv("PATH")}
+}
+
 // Support is the classified answer of the support probe.
 type Support struct {
 	Status domain.SandboxSupport `json:"status"`

@@ -106,8 +106,9 @@ func clip(s string) string {
 // written here; git runs with a fixed argv, an empty environment but for PATH, no system or
 // global configuration, hooks off and fsmonitor off, each call bounded at 4 s. Repositories
 // that cannot be inspected that way (a .git file, a newer format, unknown extensions) are
-// reported with an Error.
-func InspectRepositories(ctx context.Context, dir string) (RepoInventory, error) {
+// reported with an Error. path is the worker's PATH (injected, not read here): git is found
+// on it and runs with it.
+func InspectRepositories(ctx context.Context, dir, path string) (RepoInventory, error) {
 	var inv RepoInventory
 	repos, truncated, err := findRepositories(dir)
 	if err != nil {
@@ -117,7 +118,7 @@ func InspectRepositories(ctx context.Context, dir string) (RepoInventory, error)
 	if len(repos) == 0 {
 		return inv, nil
 	}
-	git, lerr := exec.LookPath("git")
+	git, lerr := lookGit(path)
 	if lerr != nil {
 		inv.Unavailable = "git is not available on this node"
 	}
@@ -130,7 +131,7 @@ func InspectRepositories(ctx context.Context, dir string) (RepoInventory, error)
 		case r.err != "":
 			state.Error = r.err
 		case inv.Unavailable == "":
-			if err := inspectRepository(ctx, git, filepath.Join(dir, filepath.FromSlash(r.rel)), &state); err != nil {
+			if err := inspectRepository(ctx, git, path, filepath.Join(dir, filepath.FromSlash(r.rel)), &state); err != nil {
 				if ctx.Err() != nil {
 					return inv, ctx.Err()
 				}
@@ -140,6 +141,20 @@ func InspectRepositories(ctx context.Context, dir string) (RepoInventory, error)
 		inv.Repositories = append(inv.Repositories, state)
 	}
 	return inv, nil
+}
+
+// lookGit finds git on path, as exec.LookPath would on the process's PATH; relative entries
+// are skipped because they would resolve against the worker's working directory.
+func lookGit(path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		if p, err := exec.LookPath(filepath.Join(dir, "git")); err == nil {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
 }
 
 type foundRepo struct {
@@ -240,7 +255,7 @@ func listDir(dir string, max int) ([]string, bool, error) {
 
 // inspectRepository fills state from git run against a private copy of the repository's
 // git directory.
-func inspectRepository(ctx context.Context, git, repo string, state *RepoState) error {
+func inspectRepository(ctx context.Context, git, path, repo string, state *RepoState) error {
 	gitdir := filepath.Join(repo, ".git")
 	cfg, err := readSmall(filepath.Join(gitdir, "config"), 1<<20, true)
 	if err != nil {
@@ -306,7 +321,7 @@ func inspectRepository(ctx context.Context, git, repo string, state *RepoState) 
 	}
 
 	run := func(args ...string) (string, error) {
-		return runGit(ctx, git, tmp, gd, repo, args...)
+		return runGit(ctx, git, path, tmp, gd, repo, args...)
 	}
 	out, err := run("status", "--porcelain=v1", "--untracked-files=normal", "--ignore-submodules=all")
 	if err != nil {
@@ -333,14 +348,14 @@ func inspectRepository(ctx context.Context, git, repo string, state *RepoState) 
 const gitOutputMax = 64 << 10
 
 // runGit runs one git command (fixed argv, no shell) against the private git directory.
-func runGit(ctx context.Context, git, home, gitDir, workTree string, args ...string) (string, error) {
+func runGit(ctx context.Context, git, path, home, gitDir, workTree string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, inventoryGitTimeout)
 	defer cancel()
 	argv := append([]string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"}, args...)
 	cmd := exec.CommandContext(ctx, git, argv...)
 	cmd.Dir = workTree
 	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
+		"PATH=" + path,
 		"HOME=" + home,
 		"GIT_CONFIG_NOSYSTEM=1",
 		"GIT_CONFIG_GLOBAL=/dev/null",

@@ -55,7 +55,7 @@ func cleanRepo(t *testing.T, ws, rel string) string {
 
 func inspect(t *testing.T, ws string) workspace.RepoInventory {
 	t.Helper()
-	inv, err := workspace.InspectRepositories(context.Background(), ws)
+	inv, err := workspace.InspectRepositories(context.Background(), ws, os.Getenv("PATH"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func TestInspectRepositoriesWithoutGit(t *testing.T) {
 }
 
 func TestInspectRepositoriesOfAnAbsentWorkspace(t *testing.T) {
-	inv, err := workspace.InspectRepositories(context.Background(), filepath.Join(t.TempDir(), "absent"))
+	inv, err := workspace.InspectRepositories(context.Background(), filepath.Join(t.TempDir(), "absent"), os.Getenv("PATH"))
 	if err != nil || len(inv.Repositories) != 0 || len(inv.Blockers()) != 0 {
 		t.Fatalf("%+v %v", inv, err)
 	}
@@ -367,7 +367,7 @@ func TestInspectRepositoriesStopsWithItsContext(t *testing.T) {
 	cleanRepo(t, ws, "app")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := workspace.InspectRepositories(ctx, ws); !errors.Is(err, context.Canceled) {
+	if _, err := workspace.InspectRepositories(ctx, ws, os.Getenv("PATH")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -16,7 +16,8 @@ import (
 // (fails it when JAM_REQUIRE_REAL_AGENTS=1).
 func Require(t testing.TB, command string) provider.ResolvedExecutable {
 	t.Helper()
-	exe, err := provider.ResolveExecutable(context.Background(), provider.ExecutableRequest{Command: command, PATH: os.Getenv("PATH"),
+	exe, err := provider.ResolveExecutable(context.Background(), provider.ExecutableRequest{Command: command,
+		Env: os.Getenv, PATH: os.Getenv("PATH"), ProbeEnv: os.Environ(),
 		ProbeTimeout: time.Minute})
 	if err != nil {
 		if os.Getenv("JAM_REQUIRE_REAL_AGENTS") == "1" {

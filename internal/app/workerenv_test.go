@@ -1,0 +1,55 @@
+package app
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jam-dev/jam/internal/permission"
+	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/sandbox"
+)
+
+func TestTheWorkerConfigurationIsParsedFromTheSnapshot(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	agentVar := provider.EnvVarFor("jam-testagent")
+	environ := []string{"PATH=/usr/bin:/bin", "JAM_SBX=/opt/sbx", "JAM_OWNED_RUNTIME_IDLE_SECS=7",
+		permission.EnvTimeout + "=9", agentVar + "=/opt/agent"}
+	we, err := parseWorkerEnv(environ, "", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if we.sbx != (sandbox.Config{Sbx: "/opt/sbx", PATH: "/usr/bin:/bin"}) {
+		t.Errorf("sbx %+v", we.sbx)
+	}
+	if we.lifecycle.IdleSecs != 7 {
+		t.Errorf("lifecycle %+v", we.lifecycle)
+	}
+	if we.permission != (permission.TimeoutOverride{Set: true, Timeout: 9 * time.Second}) {
+		t.Errorf("permission %+v", we.permission)
+	}
+	if we.pause != nil {
+		t.Error("fault hook without JAM_FAULT_PAUSE")
+	}
+	// The operator's default provider is kept, not replaced by a bundled one.
+	if got := envLookup(we.env)(agentVar); got != "/opt/agent" {
+		t.Errorf("%s=%q", agentVar, got)
+	}
+
+	// --sbx wins over JAM_SBX.
+	if we, err = parseWorkerEnv(environ, "/flag/sbx", log); err != nil || we.sbx.Sbx != "/flag/sbx" {
+		t.Errorf("sbx %+v, %v", we.sbx, err)
+	}
+	// A malformed lifecycle knob stops the worker; a malformed permission timeout is
+	// ignored, as the broker always did.
+	if _, err := parseWorkerEnv([]string{"JAM_OWNED_RUNTIME_LAZY=maybe"}, "", log); err == nil {
+		t.Error("malformed JAM_OWNED_RUNTIME_LAZY accepted")
+	}
+	if we, err = parseWorkerEnv([]string{permission.EnvTimeout + "=soon"}, "", log); err != nil || we.permission.Set {
+		t.Errorf("permission %+v, %v", we.permission, err)
+	}
+	if we, err = parseWorkerEnv([]string{"JAM_FAULT_PAUSE=p", "JAM_FAULT_DIR=" + t.TempDir()}, "", log); err != nil || we.pause == nil {
+		t.Errorf("no fault hook: %v", err)
+	}
+}
