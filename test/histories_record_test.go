@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -20,13 +22,18 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
+	"github.com/jam-dev/jam/workflows"
 )
 
-// TestRecordWorkflowHistories records event histories of Jam's long-lived workflows as the
-// code in this tree writes them, for workflows/replay_test.go to replay against later code:
-// a change to a workflow's command sequence without a version gate fails that replay.
-// It runs only with JAM_RECORD_HISTORIES=<dir> (record before changing a workflow, e.g.
-// JAM_RECORD_HISTORIES=$PWD/workflows/testdata/histories/<tag>).
+// TestRecordWorkflowHistories records event histories of Jam's workflows as the code in this
+// tree writes them, for workflows/replay_test.go to replay against later code: a change to a
+// workflow's command sequence without a version gate fails that replay (see
+// docs/workflow-versioning.md). It runs only with JAM_RECORD_HISTORIES=<dir> (record before
+// changing a workflow, e.g. JAM_RECORD_HISTORIES=$PWD/workflows/testdata/histories/<tag>).
+//
+// The embedded Temporal suggests continue-as-new after a short history here, so the long
+// scenarios also record RoomSession and RuntimeHost continuing as new; every run of such a
+// workflow is written (<name>.run<N>.json), each replayable on its own.
 func TestRecordWorkflowHistories(t *testing.T) {
 	dir := os.Getenv("JAM_RECORD_HISTORIES")
 	if dir == "" {
@@ -40,25 +47,63 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	}
 	state, log := t.TempDir(), filepath.Join(t.TempDir(), "sbx.log")
 	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), ownedEnv(t, t.TempDir(),
-		"JAM_OWNED_RUNTIME_IDLE_SECS=2", "JAM_SBX="+fakesbx.Binary(t), "FAKESBX_STATE="+state, "FAKESBX_LOG="+log))
+		"JAM_SBX="+fakesbx.Binary(t), "FAKESBX_STATE="+state, "FAKESBX_LOG="+log,
+		"JAM_RECONCILE_INTERVAL_SECS=2", "JAM_DEV_SUGGEST_CONTINUE_AS_NEW_EVENTS=100"))
 	c, ctx := d.client, context.Background()
 	tc := temporaltest.Dial(t, d.temporal)
 	save := func(name, workflowID string) {
 		t.Helper()
-		writeHistory(t, tc, filepath.Join(dir, name+".json"), workflowID)
+		writeHistories(t, tc, dir, name, workflowID)
+	}
+	// saveDone records a short-lived workflow once it has finished.
+	saveDone := func(name, workflowID string) {
+		t.Helper()
+		if err := tc.GetWorkflow(ctx, workflowID, "").Get(ctx, nil); err != nil {
+			t.Fatalf("%s: %v", workflowID, err)
+		}
+		save(name, workflowID)
 	}
 
-	// A host-native room: wake, turn, idle reap, wake again, operator stop and restart, and
-	// removal from the room.
+	// A host-native room: wake, turn, idle reap, wake again; a message steered at a running
+	// turn (the ACP test agent declines, so it runs next); a template applied to the live
+	// runtime at the turn's end; an operator stop, a message Reconcile pokes the held session
+	// about, restart; removal from the room.
 	var agent api.AgentBody
-	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "native", Kind: domain.AgentOwned}, &agent))
+	idle := 2
+	native := domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, IdleSecs: &idle}
+	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "native", Kind: domain.AgentOwned, Template: &native}, &agent))
 	room, session := roomWith(t, c, "native", agent.ID)
 	awaitReply(t, c, postText(t, c, room.ID, "hello"), 60*time.Second)
 	awaitPresence(t, c, session, domain.PresenceDormant, 30*time.Second)
 	awaitReply(t, c, postText(t, c, room.ID, "again"), 60*time.Second)
+	// The previous turn may still be closing after its reply is visible: wait for the next
+	// turn to start, so the next message arrives during this one.
+	var before int64
+	if r := getSession(t, c, session).Runtime; r != nil {
+		before = r.Turns
+	}
+	long := postText(t, c, room.ID, "[[slow 3]] long work")
+	eventually(t, 30*time.Second, func() bool {
+		s := getSession(t, c, session)
+		return s.Runtime != nil && s.Runtime.InTurn && s.Runtime.Turns > before
+	})
+	mid := postText(t, c, room.ID, "meanwhile")
+	tmpl := templateOf(t, c, agent.ID)
+	cfg := tmpl.TemplateConfig
+	cfg.Args = []string{"--directives", "[[count]]"}
+	saved := saveApplied(t, c, tmpl, cfg)
+	awaitReply(t, c, long, 60*time.Second)
+	awaitConfig(t, c, session, 60*time.Second, func(s api.SessionBody) bool {
+		return s.EffectiveGeneration == saved.DesiredGeneration && s.PendingChange == nil
+	})
+	awaitReply(t, c, mid, 60*time.Second)
+	saveDone("templateapply", contract.TemplateApplyID(tmpl.ID, saved.DesiredGeneration))
 	must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session.String()+"/stop", nil, nil))
+	held := postText(t, c, room.ID, "while held")
+	reconcile := awaitReconcilePoke(t, tc, time.Now(), 60*time.Second)
 	must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session.String()+"/restart", nil, nil))
-	awaitReply(t, c, postText(t, c, room.ID, "after restart"), 60*time.Second)
+	awaitReply(t, c, held, 60*time.Second)
+	save("reconcile", reconcile)
 	var full api.RoomBody
 	must(t, c.Do(ctx, http.MethodGet, "/v1/rooms/"+room.ID.String(), nil, &full))
 	for _, p := range full.Participants {
@@ -69,41 +114,133 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	awaitPhase(t, c, session, domain.PhaseRetired, 30*time.Second)
 	save("roomsession-native", contract.RoomSessionID(session))
 
-	// A room whose runtime cannot start (a transport with no adapter).
+	// A room whose runtime cannot start (its command does not exist) holds failed; a restart
+	// retries and fails the same way; a template edit to a command that runs retries again and
+	// the waiting message is answered.
 	var broken api.AgentBody
-	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportClaudeCodeCLI, Command: "/bin/true"}
-	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "broken", Kind: domain.AgentOwned, Template: &tmpl}, &broken))
+	bad := domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, Command: "/nonexistent/jam-agent"}
+	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "broken", Kind: domain.AgentOwned, Template: &bad}, &broken))
 	room2, session2 := roomWith(t, c, "broken", broken.ID)
-	postText(t, c, room2.ID, "anyone?")
-	eventually(t, 60*time.Second, func() bool {
-		s := getSession(t, c, session2)
-		return s.Runtime != nil && s.Runtime.LastError != ""
-	})
+	waiting := postText(t, c, room2.ID, "anyone?")
+	awaitPhase(t, c, session2, domain.PhaseFailed, 60*time.Second)
+	must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session2.String()+"/restart", nil, nil))
+	awaitPhase(t, c, session2, domain.PhaseFailed, 60*time.Second)
+	fix := templateOf(t, c, broken.ID)
+	fixed := fix.TemplateConfig
+	fixed.Command = ""
+	saveApplied(t, c, fix, fixed)
+	awaitReply(t, c, waiting, 60*time.Second)
 	save("roomsession-start-failure", contract.RoomSessionID(session2))
 
-	// A sandboxed room on a Dedicated host: lease, permit, turn, idle reap and park.
+	// A sandboxed room on a Dedicated host: lease, permit, turn; a manual checkpoint while
+	// live; host restart and host stop; the older checkpoint's payload deleted; a message wakes
+	// the room again; a workspace export; removal releases the lease and the host parks.
 	sandboxed := sandboxedAgent(t, c, "boxed", domain.PlacementDedicated)
 	room3, session3 := roomWith(t, c, "boxed", sandboxed)
-	awaitReply(t, c, postText(t, c, room3.ID, "in the box"), 90*time.Second)
-	awaitPresence(t, c, session3, domain.PresenceDormant, 60*time.Second)
+	awaitReply(t, c, postText(t, c, room3.ID, "[[count]] in the box"), 90*time.Second)
 	hosts := hostsOf(t, c, sandboxed)
 	if len(hosts) != 1 {
 		t.Fatalf("sandboxed agent has %d hosts, want 1", len(hosts))
 	}
-	eventually(t, 60*time.Second, func() bool {
-		var h api.HostBody
-		must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+hosts[0].ID.String(), nil, &h))
-		return h.State == domain.HostParked
-	})
+	host := hosts[0].ID
+	var manual api.CheckpointBody
+	must(t, c.Operation(ctx, http.MethodPost, "/v1/hosts/"+host.String()+"/checkpoints", nil, &manual, nil))
+	control(t, c, host, domain.HostRestart)
+	awaitPresence(t, c, session3, domain.PresenceLive, 60*time.Second)
+	awaitReply(t, c, postText(t, c, room3.ID, "[[count]] after the restart"), 90*time.Second)
+	control(t, c, host, domain.HostStop)
+	awaitHostState(t, c, host, domain.HostParked, 60*time.Second)
+	var cps api.CheckpointList
+	must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+host.String()+"/checkpoints", nil, &cps))
+	if len(cps.Items) < 2 {
+		t.Fatalf("checkpoints %+v, want the manual one and the stop's", cps.Items)
+	}
+	older := cps.Items[len(cps.Items)-1].ID
+	must(t, c.Operation(ctx, http.MethodPost, "/v1/hosts/"+host.String()+"/checkpoints/"+older.String()+"/delete-payload",
+		api.DeletePayloadRequest{ConfirmPermanent: true}, nil, nil))
+	saveDone("checkpointdeletion", contract.CheckpointDeletionID(older))
+	awaitReply(t, c, postText(t, c, room3.ID, "[[count]] wake again"), 90*time.Second)
+	// An export refers to the newest checkpoint, which retention then keeps: it comes after
+	// the deletion.
+	exp, err := workspaceOp(c, session3, "export", api.WorkspaceOpRequest{})
+	if err != nil || exp.WorkflowID == "" {
+		t.Fatalf("export %+v: %v", exp, err)
+	}
+	saveDone("workspaceop-export", exp.WorkflowID)
+	var full3 api.RoomBody
+	must(t, c.Do(ctx, http.MethodGet, "/v1/rooms/"+room3.ID.String(), nil, &full3))
+	for _, p := range full3.Participants {
+		if p.AgentID != nil && *p.AgentID == sandboxed {
+			must(t, c.Do(ctx, http.MethodDelete, "/v1/rooms/"+room3.ID.String()+"/participants/"+p.ID.String(), nil, nil))
+		}
+	}
+	awaitPhase(t, c, session3, domain.PhaseRetired, 60*time.Second)
+	awaitHostState(t, c, host, domain.HostParked, 60*time.Second)
 	save("roomsession-sandboxed", contract.RoomSessionID(session3))
-	save("runtimehost-dedicated", contract.RuntimeHostID(hosts[0].ID))
+	save("runtimehost-dedicated", contract.RuntimeHostID(host))
 }
 
-// writeHistory writes the latest run's history of a workflow as the JSON the Temporal CLI
-// prints (`temporal workflow show --output json`), which the SDK's replayer reads.
-func writeHistory(t *testing.T, c sdkclient.Client, file, workflowID string) {
+// awaitReconcilePoke waits for a Reconcile run started after since that poked a session, and
+// returns its workflow id.
+func awaitReconcilePoke(t *testing.T, c sdkclient.Client, since time.Time, timeout time.Duration) string {
 	t.Helper()
-	it := c.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	ctx := context.Background()
+	var found string
+	eventually(t, timeout, func() bool {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: "WorkflowType = 'Reconcile' AND ExecutionStatus = 'Completed'"})
+		if err != nil {
+			t.Fatalf("list Reconcile runs: %v", err)
+		}
+		for _, e := range resp.Executions {
+			if e.StartTime.AsTime().Before(since) {
+				continue
+			}
+			var rep workflows.ReconcileReport
+			if c.GetWorkflow(ctx, e.Execution.WorkflowId, e.Execution.RunId).Get(ctx, &rep) == nil && rep.Poked > 0 {
+				found = e.Execution.WorkflowId
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// writeHistories writes the history of a workflow as the JSON the Temporal CLI prints
+// (`temporal workflow show --output json`), which the SDK's replayer reads: <name>.json for a
+// single run, or one <name>.run<N>.json per run (oldest first) when it continued as new.
+func writeHistories(t *testing.T, c sdkclient.Client, dir, name, workflowID string) {
+	t.Helper()
+	var runs []*historypb.History
+	for runID := ""; ; {
+		h := history(t, c, workflowID, runID)
+		runs = append([]*historypb.History{h}, runs...)
+		runID = h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+		if runID == "" {
+			break
+		}
+	}
+	for i, h := range runs {
+		file := filepath.Join(dir, name+".json")
+		if len(runs) > 1 {
+			file = filepath.Join(dir, fmt.Sprintf("%s.run%d.json", name, i+1))
+		}
+		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("recorded %s (%d events)", file, len(h.Events))
+	}
+}
+
+// history reads one run's events (runID "" is the latest run).
+func history(t *testing.T, c sdkclient.Client, workflowID, runID string) *historypb.History {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	h := &historypb.History{}
 	for it.HasNext() {
 		e, err := it.Next()
@@ -112,14 +249,10 @@ func writeHistory(t *testing.T, c sdkclient.Client, file, workflowID string) {
 		}
 		h.Events = append(h.Events, e)
 	}
-	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
-	if err != nil {
-		t.Fatal(err)
+	if len(h.Events) == 0 {
+		t.Fatalf("history of %s run %q is empty", workflowID, runID)
 	}
-	if err := os.WriteFile(file, append(b, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %s (%d events)", file, len(h.Events))
+	return h
 }
 
 // awaitPhase waits for a session's workflow to report phase.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/contract"
@@ -60,13 +61,18 @@ func RunDev(ctx context.Context, o Options) (err error) {
 		return err
 	}
 
+	suggestCAN, err := devSuggestContinueAsNew(os.Getenv)
+	if err != nil {
+		return err
+	}
 	ts, err := devserver.Start(devserver.Options{
-		FrontendAddress: o.TemporalListen,
-		UIAddress:       o.UIListen,
-		DatabaseFile:    temporalFile,
-		Namespaces:      []string{o.Namespace},
-		Logger:          log.With("component", "temporal-server"),
-		LogLevel:        o.TemporalLogLevel,
+		FrontendAddress:            o.TemporalListen,
+		UIAddress:                  o.UIListen,
+		DatabaseFile:               temporalFile,
+		Namespaces:                 []string{o.Namespace},
+		Logger:                     log.With("component", "temporal-server"),
+		LogLevel:                   o.TemporalLogLevel,
+		SuggestContinueAsNewEvents: suggestCAN,
 	})
 	if err != nil {
 		return err
@@ -140,4 +146,22 @@ Press Ctrl-C to stop.
 	}
 	wk.Stop()
 	return runErr
+}
+
+// EnvDevSuggestContinueAsNew lowers the history length at which jam dev's embedded Temporal
+// suggests continue-as-new. It is a test knob (the workflow history recorder uses it to
+// capture RoomSession and RuntimeHost continuing as new within a short scenario); operators
+// never need it, and production servers take the setting from their own dynamic config.
+const EnvDevSuggestContinueAsNew = "JAM_DEV_SUGGEST_CONTINUE_AS_NEW_EVENTS"
+
+func devSuggestContinueAsNew(getenv func(string) string) (int, error) {
+	v := getenv(EnvDevSuggestContinueAsNew)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s=%q: want a positive number of events", EnvDevSuggestContinueAsNew, v)
+	}
+	return n, nil
 }

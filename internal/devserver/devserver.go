@@ -51,6 +51,10 @@ type Options struct {
 	// Logger receives the server's logs; it is filtered at LogLevel.
 	Logger   *slog.Logger
 	LogLevel slog.Level
+	// SuggestContinueAsNewEvents, when positive, makes the server suggest continue-as-new
+	// once a workflow's history holds that many events (Temporal's default is thousands).
+	// Tests lower it to drive the long-lived workflows through continue-as-new.
+	SuggestContinueAsNewEvents int
 }
 
 // Server is a running embedded Temporal server and, optionally, its Web UI.
@@ -116,6 +120,9 @@ func Start(opts Options) (*Server, error) {
 	dyn := dynamicconfig.StaticClient{
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+	}
+	if opts.SuggestContinueAsNewEvents > 0 {
+		dyn[dynamicconfig.HistoryCountSuggestContinueAsNew.Key()] = opts.SuggestContinueAsNewEvents
 	}
 	server, err := temporal.NewServer(
 		temporal.WithConfig(conf),
