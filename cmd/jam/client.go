@@ -44,6 +44,7 @@ func addClientFlags(cmd *cobra.Command) *clientFlags {
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "print only the id of what was created or changed")
 	fs.BoolVar(&f.noWait, "no-wait", false, "for long operations: print the started operation and return (follow it with jam operation wait ID)")
+	bindEnv(fs, "no-wait", "JAM_NO_WAIT")
 	return f
 }
 
