@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -115,21 +114,15 @@ func (s *Server) probeNode(c *gin.Context) error {
 // askNode runs a one-activity workflow whose activity is on the node's own queue and waits
 // for its answer into out, within bound plus a margin. A node that does not answer is 504; a
 // node that answers with a failure is 502.
-func (s *Server) askNode(c *gin.Context, node, id string, bound time.Duration, wf any, out any) (client.WorkflowRun, error) {
+func (s *Server) askNode(c *gin.Context, node, id string, bound time.Duration, wf string, out any) (client.WorkflowRun, error) {
 	return s.askNodeWith(c, node, id, bound, wf, contract.NodeProbeInput{Node: node}, out)
 }
 
 // askNodeWith is askNode for a question workflow that takes its own input.
-func (s *Server) askNodeWith(c *gin.Context, node, id string, bound time.Duration, wf, in any, out any) (client.WorkflowRun, error) {
+func (s *Server) askNodeWith(c *gin.Context, node, id string, bound time.Duration, wf string, in, out any) (client.WorkflowRun, error) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), bound+5*time.Second)
 	defer cancel()
-	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                contract.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowExecutionTimeout: 2 * bound,
-	}, wf, in)
+	run, err := contract.Start(ctx, s.cfg.Temporal, wf, id, in)
 	if err != nil {
 		return nil, &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -75,7 +76,8 @@ func (s *Server) startOperation(c *gin.Context, op domain.Operation, start opera
 		return err
 	}
 	if err := start(ctx, &op); err != nil {
-		if _, _, ok := contract.Classify(err); !ok {
+		var apiErr *Error
+		if !contract.Classified(err) && !errors.As(err, &apiErr) {
 			err = &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
 		}
 		s.finishOperation(ctx, &op, contract.Outcome{Done: true, Err: err})
@@ -199,5 +201,6 @@ const updateOperation = "update"
 // renderers turn a kind's raw workflow result into its route's body; a kind without one
 // answers the workflow's result as it is.
 func (s *Server) renderers() map[domain.OperationKind]resultRenderer {
-	return map[domain.OperationKind]resultRenderer{domain.OpKindCheckpoint: s.renderCheckpoint}
+	return map[domain.OperationKind]resultRenderer{domain.OpKindCheckpoint: s.renderCheckpoint,
+		domain.OpKindWorkspace: s.renderWorkspaceOp}
 }

@@ -246,10 +246,8 @@ func (s *Server) controlSession(c *gin.Context, name string, arg any) error {
 		}
 	}
 	switch {
-	case contract.Is(err, domain.ErrTypeValidation):
-		return &Error{Status: http.StatusBadRequest, Code: domain.CodeValidation, Message: "the request was rejected: " + contract.RejectionText(err), Cause: err}
-	case contract.Is(err, domain.ErrTypeRetired):
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "the session's room binding was removed", Cause: err}
+	case contract.Classified(err):
+		return err // the error table answers it (toError)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return &Error{Status: http.StatusGatewayTimeout, Code: domain.CodeTimeout, Message: "the session did not finish in time; it goes on in the background", Cause: err}
 	case err != nil:

@@ -10,8 +10,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
@@ -108,9 +106,11 @@ func (s *Server) getTemplate(c *gin.Context) error {
 // TemplateApplyOperation is the TemplateApply workflow a save with apply_and_restart
 // started.
 type TemplateApplyOperation struct {
-	WorkflowID  string `json:"workflow_id"`
-	WorkflowURL string `json:"workflow_url,omitempty"`
-	Generation  int64  `json:"generation"`
+	// ID is the apply's operation: GET /v1/operations/{id} follows it.
+	ID          uuid.UUID `json:"id"`
+	WorkflowID  string    `json:"workflow_id"`
+	WorkflowURL string    `json:"workflow_url,omitempty"`
+	Generation  int64     `json:"generation"`
 }
 
 // TemplateSaveBody answers PUT /v1/templates/{id}: the saved template and, with
@@ -163,17 +163,24 @@ func (s *Server) saveTemplate(c *gin.Context) error {
 		return nil
 	}
 	id := contract.TemplateApplyID(saved.ID, saved.DesiredGeneration)
-	if _, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: id, TaskQueue: contract.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, contract.TypeTemplateApply, contract.TemplateApplyInput{Template: saved.ID, Generation: saved.DesiredGeneration}); err != nil {
+	op := domain.Operation{ID: uuid.New(), Kind: domain.OpKindTemplateApply, TargetKind: domain.TargetTemplate,
+		TargetID: saved.ID.String(), WorkflowID: id, Status: domain.OperationRunning, CreatedAt: time.Now().UTC()}
+	if err := s.cfg.Store.CreateOperation(ctx, op); err != nil {
+		return err
+	}
+	run, err := contract.Start(ctx, s.cfg.Temporal, contract.TypeTemplateApply, id,
+		contract.TemplateApplyInput{Template: saved.ID, Generation: saved.DesiredGeneration})
+	if err != nil {
 		// The save and its requested changes are durable; saving again (a newer generation,
 		// which supersedes this one) applies it.
 		return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable,
 			Message: "the template was saved but its apply could not be started (the workflow service is unavailable); save it again to apply", Cause: err}
 	}
-	body.Operation = &TemplateApplyOperation{WorkflowID: id, WorkflowURL: s.workflowURL(id), Generation: saved.DesiredGeneration}
+	if err := s.cfg.Store.SetOperationRun(ctx, op.ID, run.GetRunID()); err != nil {
+		return err
+	}
+	c.Header("Location", "/v1/operations/"+op.ID.String())
+	body.Operation = &TemplateApplyOperation{ID: op.ID, WorkflowID: id, WorkflowURL: s.workflowURL(id), Generation: saved.DesiredGeneration}
 	c.JSON(http.StatusAccepted, body)
 	return nil
 }

@@ -2,16 +2,16 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
@@ -48,14 +48,13 @@ type WorkspaceOpRequest struct {
 	ConfirmPermanent bool `json:"confirm_permanent,omitempty"`
 }
 
-// WorkspaceOpBody answers a workspace operation: the finished result (200), or the workflow
-// still running it (202: no operation yet; GET the workspace to follow it).
+// WorkspaceOpBody is the result of a finished workspace operation (the operation resource's
+// result).
 type WorkspaceOpBody struct {
 	Operation  *domain.WorkspaceOperation `json:"operation,omitempty"`
 	Export     *domain.WorkspaceExport    `json:"export,omitempty"`
 	Blockers   []string                   `json:"blockers,omitempty"`
 	Resumed    bool                       `json:"resumed,omitempty"`
-	Running    bool                       `json:"running,omitempty"`
 	WorkflowID string                     `json:"workflow_id"`
 }
 
@@ -128,12 +127,8 @@ func (s *Server) measureHost(ctx context.Context, h domain.RuntimeHost) (contrac
 	}
 	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
 	defer cancel()
-	run, err := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: contract.HostMeasureID(h.ID), TaskQueue: contract.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowExecutionTimeout: 2 * contract.HostMeasureTimeout,
-	}, contract.TypeHostMeasure, contract.HostProbeInput{Node: h.Node, Host: h.ID})
+	run, err := contract.Start(ctx, s.cfg.Temporal, contract.TypeHostMeasure, contract.HostMeasureID(h.ID),
+		contract.HostProbeInput{Node: h.Node, Host: h.ID})
 	if err != nil {
 		return out, false
 	}
@@ -231,60 +226,34 @@ func (s *Server) workspaceOp(action domain.WorkspaceAction) func(c *gin.Context)
 }
 
 // startWorkspaceOp starts WorkspaceOp:<workspace> (conflict policy FAIL: a second
-// operation on the workspace is a 409) and waits a while for its result.
+// operation on the workspace is a 409) as a long operation: 202 once it started; its result
+// is a WorkspaceOpBody.
 func (s *Server) startWorkspaceOp(c *gin.Context, in contract.WorkspaceOpInput) error {
-	id := contract.WorkspaceOpID(in.Workspace)
-	run, err := s.cfg.Temporal.ExecuteWorkflow(c.Request.Context(), client.StartWorkflowOptions{
-		ID: id, TaskQueue: contract.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		// Without it the SDK answers a conflict with the running workflow's handle.
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, contract.TypeWorkspaceOp, in)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	switch {
-	case errors.As(err, &started):
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict,
-			Message: "another operation is running on this workspace; wait for it (GET the workspace) and ask again", Cause: err}
-	case err != nil:
-		return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "the workflow service is unavailable", Cause: err}
-	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), workspaceOpWait)
-	defer cancel()
-	var out contract.WorkspaceOpResult
-	err = run.Get(ctx, &out)
-	body := WorkspaceOpBody{WorkflowID: id}
-	var deadline *serviceerror.DeadlineExceeded
-	switch {
-	case err == nil:
-		body.Operation, body.Export, body.Blockers, body.Resumed = &out.Operation, out.Export, out.Blockers, out.Resumed
-		c.JSON(http.StatusOK, body)
-		return nil
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline):
-		if c.Request.Context().Err() != nil {
+	op := domain.Operation{Kind: domain.OpKindWorkspace, TargetKind: domain.TargetWorkspace, TargetID: in.Workspace.String(),
+		WorkflowID: contract.WorkspaceOpID(in.Workspace)}
+	return s.startOperation(c, op, func(ctx context.Context, op *domain.Operation) error {
+		run, err := contract.Start(ctx, s.cfg.Temporal, contract.TypeWorkspaceOp, op.WorkflowID, in)
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			return &Error{Status: http.StatusConflict, Code: domain.CodeConflict,
+				Message: "another operation is running on this workspace; wait for it (GET the workspace) and ask again", Cause: err}
+		}
+		if err != nil {
 			return err
 		}
-		body.Running = true
-		c.JSON(http.StatusAccepted, body)
+		op.RunID = run.GetRunID()
 		return nil
-	}
-	return workspaceOpError(err)
+	})
 }
 
-func workspaceOpError(err error) error {
-	msg := contract.RejectionText(err)
-	switch {
-	case contract.Is(err, domain.ErrTypeOperationRunning):
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: msg, Cause: err}
-	case contract.Is(err, domain.ErrTypeRemovalBlocked):
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: msg + " (force_discard archives anyway; the export keeps the bytes)", Cause: err}
-	case contract.Is(err, domain.ErrTypeWorkspaceRefused):
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: msg, Cause: err}
-	case contract.Is(err, domain.ErrTypeValidation):
-		return &Error{Status: http.StatusBadRequest, Code: domain.CodeValidation, Message: msg, Cause: err}
+// renderWorkspaceOp turns a finished WorkspaceOp into its body.
+func (s *Server) renderWorkspaceOp(_ context.Context, raw json.RawMessage) (any, error) {
+	var out contract.WorkspaceOpResult
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("decode workspace operation result: %w", err)
 	}
-	return &Error{Status: http.StatusBadGateway, Code: domain.CodeUpstream,
-		Message: "the operation failed and stays running; POST .../reconcile finishes it from its recorded intent", Cause: err}
+	return WorkspaceOpBody{WorkflowID: contract.WorkspaceOpID(out.Operation.WorkspaceID), Operation: &out.Operation,
+		Export: out.Export, Blockers: out.Blockers, Resumed: out.Resumed}, nil
 }
 
 // CleanupRequest is the body of POST /v1/hosts/{id}/cleanup.

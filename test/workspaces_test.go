@@ -32,7 +32,7 @@ func getWorkspace(t *testing.T, c *client.Client, id uuid.UUID) api.WorkspaceBod
 
 func workspaceOp(c *client.Client, id uuid.UUID, verb string, req api.WorkspaceOpRequest) (api.WorkspaceOpBody, error) {
 	var out api.WorkspaceOpBody
-	err := c.Do(context.Background(), http.MethodPost, "/v1/workspaces/"+id.String()+"/"+verb, req, &out)
+	err := c.Operation(context.Background(), http.MethodPost, "/v1/workspaces/"+id.String()+"/"+verb, req, &out, nil)
 	return out, err
 }
 

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -15,10 +13,6 @@ import (
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
-
-// workspacePollLimit bounds how long the CLI follows an operation that went on in the
-// background before it tells the user how to look again.
-const workspacePollLimit = 30 * time.Minute
 
 func newWorkspaceCmd(_ *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "workspace", Short: "Managed workspaces: archive, export, restore and delete exports"}
@@ -128,44 +122,11 @@ run ` + "`jam session restart`" + ` to bring it back.`,
 	return cmd
 }
 
-// runWorkspaceOp posts an operation; when the API answers 202 (still running) it follows
-// the workspace until the operation finished, printing its progress.
+// runWorkspaceOp starts a workspace operation and, unless --no-wait, follows it to its end.
 func runWorkspaceOp(cf *clientFlags, cmd *cobra.Command, workspace, verb string, req api.WorkspaceOpRequest) error {
-	base := "/v1/workspaces/" + url.PathEscape(workspace)
-	raw, err := cf.call(cmd, http.MethodPost, base+"/"+verb, req)
-	if err != nil {
+	raw, done, err := cf.operation(cmd, http.MethodPost, "/v1/workspaces/"+url.PathEscape(workspace)+"/"+verb, req)
+	if err != nil || !done {
 		return err
-	}
-	var body api.WorkspaceOpBody
-	if err := json.Unmarshal(raw, &body); err != nil {
-		return fmt.Errorf("decode response: %w", err)
-	}
-	if body.Running {
-		fmt.Fprintf(cmd.ErrOrStderr(), "still running (workflow %s); following it...\n", body.WorkflowID)
-		deadline := time.Now().Add(workspacePollLimit)
-		for {
-			select {
-			case <-cmd.Context().Done():
-				return cmd.Context().Err()
-			case <-time.After(2 * time.Second):
-			}
-			raw, err := cf.call(cmd, http.MethodGet, base, nil)
-			if err != nil {
-				return err
-			}
-			var ws api.WorkspaceBody
-			if err := json.Unmarshal(raw, &ws); err != nil {
-				return fmt.Errorf("decode workspace: %w", err)
-			}
-			if len(ws.Operations) > 0 && ws.Operations[0].State.Terminal() {
-				body.Operation, body.Running = &ws.Operations[0], false
-				raw, _ = json.Marshal(body)
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("the operation still runs; follow it with `jam workspace show %s`", workspace)
-			}
-		}
 	}
 	return render(cf, cmd, raw, func(b api.WorkspaceOpBody) error { return printWorkspaceOp(cmd, b) })
 }

@@ -57,3 +57,9 @@ func RejectionText(err error) string {
 	}
 	return "invalid request"
 }
+
+// Classified reports whether err carries an error the table declares.
+func Classified(err error) bool {
+	_, _, ok := Classify(err)
+	return ok
+}

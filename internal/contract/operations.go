@@ -20,19 +20,33 @@ import (
 type StartPolicy struct {
 	Reuse    enumspb.WorkflowIdReusePolicy
 	Conflict enumspb.WorkflowIdConflictPolicy
+	// Timeout bounds the whole run (probes); 0 is none.
+	Timeout time.Duration
 }
 
 // startPolicies declares each operation workflow's start policy once.
 var startPolicies = map[string]StartPolicy{
 	// Asked again, a reset, deletion or cleanup joins the running one, and after a
 	// failure resumes from its persisted record.
-	TypeContinuityReset:    {enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
-	TypeCheckpointDeletion: {enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
-	TypeHostCleanup:        {enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
+	TypeContinuityReset:    {enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING, 0},
+	TypeCheckpointDeletion: {enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING, 0},
+	TypeHostCleanup:        {enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING, 0},
 	// One running operation per workspace: a second is refused.
-	TypeWorkspaceOp: {enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL},
+	TypeWorkspaceOp: {enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL, 0},
 	// A template generation is applied once.
-	TypeTemplateApply: {enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
+	TypeTemplateApply: {enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING, 0},
+	// Read-only probes: concurrent requests share one run, each bounded.
+	TypeNodeProbe:            probe(NodeProbeTimeout),
+	TypeSandboxProbe:         probe(SandboxProbeTimeout),
+	TypeSandboxInventory:     probe(SandboxInventoryTimeout),
+	TypeContinuityInspection: probe(ContinuityInspectionTimeout),
+	TypeCleanupInspection:    probe(CleanupInspectionTimeout),
+	TypeHostMeasure:          probe(HostMeasureTimeout),
+	TypeRemovalInspection:    probe(RemovalInspectionTimeout),
+}
+
+func probe(bound time.Duration) StartPolicy {
+	return StartPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING, 2 * bound}
 }
 
 // PolicyOf is the start policy of a workflow type; unknown types use the existing run.
@@ -40,14 +54,16 @@ func PolicyOf(typ string) StartPolicy {
 	if p, ok := startPolicies[typ]; ok {
 		return p
 	}
-	return StartPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}
+	return StartPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING, 0}
 }
 
 // Start starts (or joins, per its policy) the workflow typ under id on the shared queue.
 func Start(ctx context.Context, c client.Client, typ, id string, in any) (client.WorkflowRun, error) {
 	p := PolicyOf(typ)
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: TaskQueue,
-		WorkflowIDReusePolicy: p.Reuse, WorkflowIDConflictPolicy: p.Conflict}, typ, in)
+		WorkflowIDReusePolicy: p.Reuse, WorkflowIDConflictPolicy: p.Conflict, WorkflowExecutionTimeout: p.Timeout,
+		// A FAIL policy must say so; without it the SDK answers with the running workflow's handle.
+		WorkflowExecutionErrorWhenAlreadyStarted: p.Conflict == enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL}, typ, in)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", id, err)
 	}
