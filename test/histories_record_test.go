@@ -19,6 +19,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 	"github.com/jam-dev/jam/workflows"
 )
 
@@ -75,10 +76,10 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "broken", Kind: domain.AgentOwned, Template: &tmpl}, &broken))
 	room2, session2 := roomWith(t, c, "broken", broken.ID)
 	postText(t, c, room2.ID, "anyone?")
-	eventually(t, 60*time.Second, func() bool {
+	wait.Eventually(t, 60*time.Second, func() bool {
 		s := getSession(t, c, session2)
 		return s.Runtime != nil && s.Runtime.LastError != ""
-	})
+	}, "the session to record a runtime error")
 	save("roomsession-start-failure", workflows.RoomSessionID(session2))
 
 	// A sandboxed room on a Dedicated host: lease, permit, turn, idle reap and park.
@@ -90,11 +91,11 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	if len(hosts) != 1 {
 		t.Fatalf("sandboxed agent has %d hosts, want 1", len(hosts))
 	}
-	eventually(t, 60*time.Second, func() bool {
+	wait.Eventually(t, 60*time.Second, func() bool {
 		var h api.HostBody
 		must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+hosts[0].ID.String(), nil, &h))
 		return h.State == domain.HostParked
-	})
+	}, "the host to be parked")
 	save("roomsession-sandboxed", workflows.RoomSessionID(session3))
 	save("runtimehost-dedicated", workflows.RuntimeHostID(hosts[0].ID))
 }
@@ -125,5 +126,5 @@ func writeHistory(t *testing.T, c sdkclient.Client, file, workflowID string) {
 // awaitPhase waits for a session's workflow to report phase.
 func awaitPhase(t *testing.T, c *client.Client, id uuid.UUID, want domain.SessionPhase, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, func() bool { return getSession(t, c, id).Phase == want })
+	wait.Eventually(t, timeout, func() bool { return getSession(t, c, id).Phase == want }, "session %s to be in phase %s", id, want)
 }
