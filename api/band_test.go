@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // live serves the harness over real HTTP, for long polls and event streams.
@@ -195,29 +196,20 @@ func TestASecondWaitOnOneLeaseIsAConflictAndADroppedWaiterFreesIt(t *testing.T) 
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		status := postJSON(srv.Client(), path, w.agentKey, ReceiveRequest{LeaseID: &lease, WaitSeconds: ptr(0)}, nil)
-		if status == http.StatusConflict {
-			break
+	wait.Eventually(t, 5*time.Second, func() error {
+		if status := postJSON(srv.Client(), path, w.agentKey, ReceiveRequest{LeaseID: &lease, WaitSeconds: ptr(0)}, nil); status != http.StatusConflict {
+			return fmt.Errorf("answered %d", status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a second wait on a held lease answered %d, want 409", status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	}, "a second wait on a held lease to answer 409")
 	cancel() // the first waiter goes away
 	<-done
-	deadline = time.Now().Add(5 * time.Second)
-	for {
-		if status := postJSON(srv.Client(), path, w.agentKey, ReceiveRequest{LeaseID: &lease, WaitSeconds: ptr(0)}, nil); status == 200 {
-			break
+	wait.Eventually(t, 5*time.Second, func() error {
+		if status := postJSON(srv.Client(), path, w.agentKey, ReceiveRequest{LeaseID: &lease, WaitSeconds: ptr(0)}, nil); status != 200 {
+			return fmt.Errorf("answered %d", status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the dropped waiter never freed the lease")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	}, "the dropped waiter to free the lease")
 }
 
 func postJSON(c *http.Client, url, token string, in, out any) int {
@@ -515,8 +507,7 @@ func TestTheEventStreamResumesWithoutLossOrDuplication(t *testing.T) {
 	for i := 5; i < 10; i++ {
 		posted = append(posted, w.post(h, fmt.Sprint("m", i)).ID)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.Eventually(t, 10*time.Second, func() error {
 		mu.Lock()
 		var got []uuid.UUID
 		ids := map[string]bool{}
@@ -536,12 +527,9 @@ func TestTheEventStreamResumesWithoutLossOrDuplication(t *testing.T) {
 		if dup {
 			t.Fatal("an event was delivered twice")
 		}
-		if fmt.Sprint(got) == fmt.Sprint(posted) {
-			break
+		if fmt.Sprint(got) != fmt.Sprint(posted) {
+			return fmt.Errorf("delivered %d of %d messages in order: %v", len(got), len(posted), got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stream delivered %d of %d messages in order: %v", len(got), len(posted), got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	}, "the stream to deliver every message in order")
 }

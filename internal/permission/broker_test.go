@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/testsupport/testdb"
 	"github.com/jam-dev/jam/internal/testsupport/teststore"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 type fixture struct {
@@ -72,17 +74,18 @@ func (f *fixture) ask(ctx context.Context, req provider.PermissionRequest) <-cha
 func (f *fixture) pending(t *testing.T) domain.Permission {
 	t.Helper()
 	state := domain.PermissionPending
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		ps, err := f.other.ListPermissions(context.Background(), store.PermissionFilter{State: &state})
-		if err != nil {
+	var ps []domain.Permission
+	wait.Eventually(t, 10*time.Second, func() error {
+		var err error
+		if ps, err = f.other.ListPermissions(context.Background(), store.PermissionFilter{State: &state}); err != nil {
 			t.Fatal(err)
 		}
-		if len(ps) == 1 {
-			return ps[0]
+		if len(ps) != 1 {
+			return fmt.Errorf("%d pending", len(ps))
 		}
-	}
-	t.Fatal("no pending permission request was recorded")
-	return domain.Permission{}
+		return nil
+	}, "one pending permission request to be recorded")
+	return ps[0]
 }
 
 func (f *fixture) waitResult(t *testing.T, c <-chan result, within time.Duration) result {
