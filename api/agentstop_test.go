@@ -37,6 +37,7 @@ func postStatus(t *testing.T, c *http.Client, url, token string, in any) (int, s
 // every route it reaches with its key answers 403 agent_stopped, messages posted meanwhile
 // stay queued for it, and after start it receives them and settles as before.
 func TestAStoppedAttachedAgentsKeyIsRefusedUntilStartAndItsQueueIsKept(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	srv := h.live()

@@ -81,6 +81,7 @@ func (w world) post(h *harness, text string) MessageBody {
 }
 
 func TestAnAttachedAgentReceivesRepliesAndAcks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	// The agent key is shown once: reading the agent back does not reveal it.
@@ -121,6 +122,7 @@ func TestAnAttachedAgentReceivesRepliesAndAcks(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestAReceiverThatDiesGetsTheSameMessageAgain(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	m := w.post(h, "hello")
@@ -140,6 +142,7 @@ func TestAReceiverThatDiesGetsTheSameMessageAgain(t *testing.T) {
 }
 
 func TestAWaitingReceiverIsWokenByANewMessage(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	srv := h.live()
@@ -169,6 +172,7 @@ func TestAWaitingReceiverIsWokenByANewMessage(t *testing.T) {
 }
 
 func TestASecondWaitOnOneLeaseIsAConflictAndADroppedWaiterFreesIt(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	srv := h.live()
@@ -229,6 +233,7 @@ func postJSON(c *http.Client, url, token string, in, out any) int {
 }
 
 func TestAgentsMaySettleOnlyTheirOwnMessages(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	var other AgentBody
@@ -263,6 +268,7 @@ func TestAgentsMaySettleOnlyTheirOwnMessages(t *testing.T) {
 }
 
 func TestBadBandInputGetsClearErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	var owned AgentBody
@@ -322,6 +328,7 @@ func TestBadBandInputGetsClearErrors(t *testing.T) {
 }
 
 func TestOwnedAgentMembershipBindsAndAReaddReusesTheSession(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	var room RoomBody
 	h.mustCall(http.MethodPost, "/v1/rooms", testToken, CreateRoomRequest{Name: "lab"}, &room, 201)
@@ -368,6 +375,7 @@ func TestOwnedAgentMembershipBindsAndAReaddReusesTheSession(t *testing.T) {
 }
 
 func TestRunIntentIsKeptAndDeleteStopsRuntimesFirst(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	var owned AgentBody
 	h.mustCall(http.MethodPost, "/v1/agents", testToken, CreateAgentRequest{Name: "builder", Kind: domain.AgentOwned}, &owned, 201)
@@ -453,6 +461,7 @@ func openStream(t *testing.T, url, token, lastID string) *http.Response {
 }
 
 func TestTheEventStreamOpensWithItsPositionAndResetsAFutureID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	srv := h.live()
@@ -472,6 +481,7 @@ func TestTheEventStreamOpensWithItsPositionAndResetsAFutureID(t *testing.T) {
 }
 
 func TestTheEventStreamResumesWithoutLossOrDuplication(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	srv := h.live()

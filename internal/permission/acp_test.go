@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 // operator decides it from another connection (as the API server would), and the turn
 // continues with the decision; allow_always then answers the next request from the rule.
 func TestTheRealAgentWaitsForAnOperatorDecision(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		rt, err := acp.New(provider.Spec{RuntimeSession: uuid.New(), Generation: 1, AgentID: f.agent.ID, RoomID: f.room.ID,
 			Transport: domain.TransportACP, Executable: testagent.Binary(t), Args: []string{"--state-dir", t.TempDir()},

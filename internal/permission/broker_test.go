@@ -109,6 +109,7 @@ func (f *fixture) noWaiters(t *testing.T) {
 }
 
 func TestADecisionInThisProcessWakesTheRequestAtOnce(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		f.broker.poll = time.Hour // only the commit hook can wake it
 		req := f.request("edit")
@@ -133,6 +134,7 @@ func TestADecisionInThisProcessWakesTheRequestAtOnce(t *testing.T) {
 }
 
 func TestADecisionFromAnotherProcessIsFoundByPolling(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		c := f.ask(context.Background(), f.request("execute"))
 		p := f.pending(t)
@@ -147,6 +149,7 @@ func TestADecisionFromAnotherProcessIsFoundByPolling(t *testing.T) {
 }
 
 func TestAnAlwaysRuleAnswersWithoutRecordingARequest(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		c := f.ask(ctx, f.request("edit"))
@@ -178,6 +181,7 @@ func TestAnAlwaysRuleAnswersWithoutRecordingARequest(t *testing.T) {
 }
 
 func TestNoDecisionBeforeTheDeadlineDeniesAndExpires(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		f.env[EnvTimeout] = "1"
 		start := time.Now()
@@ -197,6 +201,7 @@ func TestNoDecisionBeforeTheDeadlineDeniesAndExpires(t *testing.T) {
 }
 
 func TestTheAskerGoingAwayCancelsTheRequest(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		ctx, cancel := context.WithCancel(context.Background())
 		c := f.ask(ctx, f.request("edit"))
@@ -228,6 +233,7 @@ func TestTheAskerGoingAwayCancelsTheRequest(t *testing.T) {
 }
 
 func TestTheTimeoutComesFromTheEnvironmentThenTheSetting(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		check := func(want time.Duration) {
@@ -255,6 +261,7 @@ func TestTheTimeoutComesFromTheEnvironmentThenTheSetting(t *testing.T) {
 }
 
 func TestARequestWithoutAnAgentIsRefused(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		req := f.request("edit")
 		req.AgentID = uuid.Nil

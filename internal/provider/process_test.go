@@ -12,6 +12,7 @@ import (
 // A provider that crashes while a process it started still holds its stderr must still be
 // seen as exited: otherwise the registry would count a dead runtime as live.
 func TestChildExitIsSeenWhileAGrandchildHoldsStderr(t *testing.T) {
+	t.Parallel()
 	ch, err := Spawn(context.Background(), Command{Path: "/bin/sh",
 		Args:   []string{"-c", "sleep 30 & echo started >&2; exit 3"},
 		Stderr: NewTailBuffer(1 << 10)})
@@ -41,6 +42,7 @@ func TestChildExitIsSeenWhileAGrandchildHoldsStderr(t *testing.T) {
 }
 
 func TestKillEndsAGroupThatIgnoresSIGTERM(t *testing.T) {
+	t.Parallel()
 	ch, err := Spawn(context.Background(), Command{Path: "/bin/sh",
 		Args: []string{"-c", "trap '' TERM; sleep 30 & wait"}})
 	if err != nil {

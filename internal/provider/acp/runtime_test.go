@@ -125,6 +125,7 @@ func groupGone(t *testing.T, pgid int) {
 }
 
 func TestPrepareReportsIdentityAndBindsANewSession(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "--name", "Scripted Agent")
 	rt, p := f.start(t)
 	assert.True(t, strings.HasPrefix(p.ProviderSessionID, "tas_"))
@@ -149,6 +150,7 @@ func TestPrepareReportsIdentityAndBindsANewSession(t *testing.T) {
 }
 
 func TestDirectives(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 
@@ -263,6 +265,7 @@ func TestDirectives(t *testing.T) {
 }
 
 func TestPreambleRidesOnTheFirstPromptAndWhenItChanges(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.spec.Briefing = "Always answer in haiku."
 	rt, _ := f.start(t)
@@ -275,6 +278,7 @@ func TestPreambleRidesOnTheFirstPromptAndWhenItChanges(t *testing.T) {
 }
 
 func TestExactResumeAfterTheAgentProcessRestarts(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	f := newFixtureIn(t, state)
 	rt, p := f.start(t)
@@ -297,6 +301,7 @@ func TestExactResumeAfterTheAgentProcessRestarts(t *testing.T) {
 }
 
 func TestExactResumeThroughSessionResumeWhenLoadIsNotAdvertised(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	f := newFixtureIn(t, state, "--no-load")
 	rt, p := f.start(t)
@@ -312,6 +317,7 @@ func TestExactResumeThroughSessionResumeWhenLoadIsNotAdvertised(t *testing.T) {
 }
 
 func TestExactResumeFailsClosed(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -336,6 +342,7 @@ func TestExactResumeFailsClosed(t *testing.T) {
 }
 
 func TestCancelInterruptsASlowTurn(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 	for _, how := range []string{"context", "interrupt"} {
@@ -366,6 +373,7 @@ func TestCancelInterruptsASlowTurn(t *testing.T) {
 }
 
 func TestASecondConcurrentTurnIsRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 	first := turnOf("[[slow 2]]")
@@ -395,6 +403,7 @@ func (b *broker) Request(_ context.Context, req provider.PermissionRequest) (pro
 }
 
 func TestPermissionRequestsGoThroughTheBroker(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		decision domain.PermissionDecision
 		want     string
@@ -423,6 +432,7 @@ func TestPermissionRequestsGoThroughTheBroker(t *testing.T) {
 }
 
 func TestWithoutABrokerPermissionIsDeniedOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 	res := run(t, rt, turnOf("[[permission]]"))
@@ -439,6 +449,7 @@ func (b *blockingBroker) Request(ctx context.Context, _ provider.PermissionReque
 }
 
 func TestCancellingATurnCancelsItsPendingPermission(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	b := &blockingBroker{asked: make(chan struct{})}
 	f.spec.Permissions = b
@@ -451,6 +462,7 @@ func TestCancellingATurnCancelsItsPendingPermission(t *testing.T) {
 }
 
 func TestCrashMidTurnFailsTheTurnAndLeavesNoProcess(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 	pid := rt.Liveness().PID
@@ -471,6 +483,7 @@ func TestCrashMidTurnFailsTheTurnAndLeavesNoProcess(t *testing.T) {
 }
 
 func TestTeardownReapsTheWholeProcessGroup(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "--grandchild")
 	rt, _ := f.start(t)
 	pid := rt.Liveness().PID
@@ -486,6 +499,7 @@ func TestTeardownReapsTheWholeProcessGroup(t *testing.T) {
 }
 
 func TestARetiredInstanceEmitsNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 	require.NoError(t, rt.Teardown(context.Background(), domain.CheckpointBeforeStop))
@@ -528,6 +542,7 @@ func muteAgentReadyIn(t *testing.T, ready time.Duration) (rt provider.Runtime, s
 // readiness bound holds even under a caller deadline that is much longer, fails with a
 // clear error and leaves nothing running.
 func TestAnAgentThatNeverAnswersInitializeFailsAtItsReadinessBound(t *testing.T) {
+	t.Parallel()
 	rt, spawned := muteAgentReadyIn(t, 700*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -541,6 +556,7 @@ func TestAnAgentThatNeverAnswersInitializeFailsAtItsReadinessBound(t *testing.T)
 }
 
 func TestCancelledPrepareReapsWhatItStarted(t *testing.T) {
+	t.Parallel()
 	rt, spawned := muteAgent(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
@@ -593,6 +609,7 @@ func TestAnAgentIgnoringCancelIsKilledAndLeaksNothing(t *testing.T) {
 }
 
 func TestATurnCancelledBeforeItIsSentNeverReachesTheAgent(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -608,6 +625,7 @@ func TestATurnCancelledBeforeItIsSentNeverReachesTheAgent(t *testing.T) {
 // Teardown must not wait out a handshake that hangs: it ends the Prepare in flight, which
 // reaps what it started.
 func TestTeardownEndsAHungPrepare(t *testing.T) {
+	t.Parallel()
 	rt, spawned := muteAgent(t)
 	prepared := make(chan error, 1)
 	go func() {

@@ -115,6 +115,7 @@ func replyOf(p provider.Plan, id uuid.UUID) (provider.Settle, bool) {
 }
 
 func TestCodexAnswersThroughItsReplyToolAndResumesTheThreadInANewProcess(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, stubmodel.ReplyTool)
 	rt, p, rec := f.start("")
 	assert.NotEmpty(t, p.ProviderSessionID)
@@ -153,6 +154,7 @@ func TestCodexAnswersThroughItsReplyToolAndResumesTheThreadInANewProcess(t *test
 }
 
 func TestAResumeOfAThreadCodexDoesNotHaveFailsClosed(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, stubmodel.ReplyTool)
 	rec := &recorder{}
 	rt, err := codex.New(f.spec("0190d0c5-0000-7000-8000-000000000000", rec))
@@ -167,6 +169,7 @@ func TestAResumeOfAThreadCodexDoesNotHaveFailsClosed(t *testing.T) {
 // A turn that ends without a disposition falls back to the final text for a human's
 // message, and posts nothing for another agent's (two agents must not loop).
 func TestATurnWithoutADispositionFallsBackOnlyForHumans(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, stubmodel.Echo)
 	rt, _, _ := f.start("")
 	h := human("hello")
@@ -188,6 +191,7 @@ func TestATurnWithoutADispositionFallsBackOnlyForHumans(t *testing.T) {
 // A message that arrives while the model streams is steered into the same turn: the
 // model's next request holds it and both are settled by the one turn.
 func TestAMessageArrivingMidTurnIsSteeredIntoIt(t *testing.T) {
+	t.Parallel()
 	var first sync.Once
 	streaming := make(chan struct{})
 	f := newFixture(t, func(r stubmodel.Request) stubmodel.Reply {
@@ -224,6 +228,7 @@ func TestAMessageArrivingMidTurnIsSteeredIntoIt(t *testing.T) {
 
 // An interrupt ends a slow turn as Cancelled at once and settles nothing.
 func TestAnInterruptedTurnEndsCancelledAndSettlesNothing(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{}, 1)
 	f := newFixture(t, func(r stubmodel.Request) stubmodel.Reply {
 		select {
@@ -252,6 +257,7 @@ func TestAnInterruptedTurnEndsCancelledAndSettlesNothing(t *testing.T) {
 // When the thread no longer fits the context window Codex compacts it once and retries;
 // when that fails too the human gets an apology rather than silence.
 func TestAFullContextWindowIsCompactedThenApologizedFor(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	n := 0
 	f := newFixture(t, func(r stubmodel.Request) stubmodel.Reply {
@@ -289,6 +295,7 @@ func (b *broker) Request(_ context.Context, req provider.PermissionRequest) (pro
 // A command Codex wants to run under an untrusted approval policy reaches the permission
 // broker; a denial is what Codex hears.
 func TestACommandApprovalReachesThePermissionBroker(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	calls := 0
 	f := newFixture(t, func(r stubmodel.Request) stubmodel.Reply {
@@ -320,6 +327,7 @@ func TestACommandApprovalReachesThePermissionBroker(t *testing.T) {
 // model's tool calls reach the room whose thread made them, and the process lives until the
 // last room leaves.
 func TestTheRoomsOfASharedHostShareOneAppServer(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, stubmodel.ReplyTool)
 	host := uuid.New()
 	start := func() (provider.Runtime, provider.Prepared) {
