@@ -118,10 +118,12 @@ func run(t *testing.T, rt provider.Runtime, turn provider.Turn) provider.TurnRes
 
 func groupGone(t *testing.T, pgid int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		n, err := provider.ProcessGroupMembers(pgid)
-		return err == nil && n == 0
-	}, 10*time.Second, 50*time.Millisecond, "process group %d still has members", pgid)
+	wait.Eventually(t, 10*time.Second, func() error {
+		if n, err := provider.ProcessGroupMembers(pgid); err != nil || n != 0 {
+			return fmt.Errorf("%d members (%v)", n, err)
+		}
+		return nil
+	}, "process group %d to have no members", pgid)
 }
 
 func TestPrepareReportsIdentityAndBindsANewSession(t *testing.T) {
@@ -382,7 +384,7 @@ func TestASecondConcurrentTurnIsRefused(t *testing.T) {
 		defer close(done)
 		_, _ = rt.RunTurn(context.Background(), first)
 	}()
-	require.Eventually(t, func() bool { return len(f.rec.find(first.ID, domain.AgentTurnStarted)) > 0 }, 10*time.Second, 10*time.Millisecond)
+	wait.Eventually(t, 10*time.Second, func() bool { return len(f.rec.find(first.ID, domain.AgentTurnStarted)) > 0 }, "the first turn to start")
 	_, err := rt.RunTurn(context.Background(), turnOf("second"))
 	assert.ErrorIs(t, err, provider.ErrTurnInProgress)
 	<-done

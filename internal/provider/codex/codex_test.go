@@ -2,6 +2,7 @@ package codex_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/jam-dev/jam/internal/provider/codex"
 	"github.com/jam-dev/jam/internal/testsupport/realagent"
 	"github.com/jam-dev/jam/internal/testsupport/stubmodel"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // These tests drive the real `codex app-server` (npm @openai/codex, pinned in .ci/run)
@@ -207,11 +209,9 @@ func TestAMessageArrivingMidTurnIsSteeredIntoIt(t *testing.T) {
 	done := make(chan provider.TurnResult, 1)
 	go func() { done <- run(t, rt, m1) }()
 	<-streaming
-	var err error
-	require.Eventually(t, func() bool {
-		err = rt.Steer(context.Background(), []provider.Message{m2})
-		return err == nil
-	}, 10*time.Second, 50*time.Millisecond, "steer: %v", err)
+	wait.Eventually(t, 10*time.Second, func() error {
+		return rt.Steer(context.Background(), []provider.Message{m2})
+	}, "the steer to be taken")
 	res := <-done
 	require.Equal(t, domain.TurnComplete, res.Outcome, "%v", res.Err)
 	for _, m := range []provider.Message{m1, m2} {
@@ -368,8 +368,10 @@ func TestTheRoomsOfASharedHostShareOneAppServer(t *testing.T) {
 	res := run(t, b, human("still here"))
 	assert.Equal(t, domain.TurnComplete, res.Outcome, "%v", res.Err)
 	require.NoError(t, b.Teardown(context.Background(), domain.CheckpointBeforeStop))
-	require.Eventually(t, func() bool {
-		n, err := provider.ProcessGroupMembers(pa.PID)
-		return err == nil && n == 0
-	}, 10*time.Second, 50*time.Millisecond, "the app-server outlived the host's last room")
+	wait.Eventually(t, 10*time.Second, func() error {
+		if n, err := provider.ProcessGroupMembers(pa.PID); err != nil || n != 0 {
+			return fmt.Errorf("%d members (%v)", n, err)
+		}
+		return nil
+	}, "the app-server to end with the host's last room")
 }
