@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // postStatus posts in as JSON and returns the status and, for an error, its code.
@@ -32,22 +33,11 @@ func postStatus(t *testing.T, c *http.Client, url, token string, in any) (int, s
 	return resp.StatusCode, e.Code
 }
 
-// eventually polls cond until it holds, or fails the test after 5 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5 s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // Stopping an attached agent cuts off its key without deleting it: a waiting receive ends,
 // every route it reaches with its key answers 403 agent_stopped, messages posted meanwhile
 // stay queued for it, and after start it receives them and settles as before.
 func TestAStoppedAttachedAgentsKeyIsRefusedUntilStartAndItsQueueIsKept(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	srv := h.live()
@@ -76,10 +66,10 @@ func TestAStoppedAttachedAgentsKeyIsRefusedUntilStartAndItsQueueIsKept(t *testin
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
-	eventually(t, "the receiver waits on its lease", func() bool {
+	wait.Eventually(t, 5*time.Second, func() bool {
 		status, _ := postStatus(t, srv.Client(), receiveURL, w.agentKey, ReceiveRequest{LeaseID: &lease, WaitSeconds: ptr(0)})
 		return status == http.StatusConflict
-	})
+	}, "the receiver to wait on its lease")
 
 	var agent AgentBody
 	h.mustCall(http.MethodPost, "/v1/agents/"+id+"/stop", testToken, nil, &agent, 200)

@@ -97,6 +97,7 @@ func (h *harness) do(method, path, token string, body io.Reader, header ...strin
 }
 
 func TestUnknownRouteGetsJSON404(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, path := range []string{"/nope", "/v1/nope", "/v1/nodes/a/b/c"} {
 		r := h.do(http.MethodGet, path, testToken, nil)
@@ -113,6 +114,7 @@ func TestUnknownRouteGetsJSON404(t *testing.T) {
 }
 
 func TestWrongMethodGetsJSON405(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.do(http.MethodDelete, "/v1/nodes", testToken, nil)
 	if r.status != http.StatusMethodNotAllowed || r.errorBody(t).Code != domain.CodeMethodNotAllowed {
@@ -121,6 +123,7 @@ func TestWrongMethodGetsJSON405(t *testing.T) {
 }
 
 func TestMissingOrWrongTokenGetsJSON401(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	cases := map[string]http.Header{
 		"missing":      {},
@@ -150,6 +153,7 @@ func TestMissingOrWrongTokenGetsJSON401(t *testing.T) {
 }
 
 func TestBadBodiesGetTheJSONErrorShape(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	path := "/v1/settings/" + domain.SettingIdleSecs
 	cases := []struct {
@@ -195,6 +199,7 @@ func TestBadBodiesGetTheJSONErrorShape(t *testing.T) {
 }
 
 func TestServerErrorsNeverCarryInternalText(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.srv.engine.GET("/v1/fails", h.srv.handler(func(*gin.Context) error {
 		return fmt.Errorf("dial tcp 10.0.0.7:5432: password authentication failed for user secret_admin")
@@ -212,6 +217,7 @@ func TestServerErrorsNeverCarryInternalText(t *testing.T) {
 }
 
 func TestACanceledRequestIsNotAServerFailure(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.srv.engine.GET("/v1/gone", h.srv.handler(func(*gin.Context) error {
 		return fmt.Errorf("wait for the node: %w", context.Canceled)
@@ -222,6 +228,7 @@ func TestACanceledRequestIsNotAServerFailure(t *testing.T) {
 }
 
 func TestRequestIDIsEchoedOrMinted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.do(http.MethodGet, "/v1/nope", testToken, nil, "X-Request-ID", "client-42")
 	if got := r.header.Get("X-Request-ID"); got != "client-42" || r.errorBody(t).RequestID != "client-42" {
@@ -234,6 +241,7 @@ func TestRequestIDIsEchoedOrMinted(t *testing.T) {
 }
 
 func TestReadyzNeedsTheStoreAndTemporal(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.do(http.MethodGet, "/readyz", "", nil)
 	if r.status != http.StatusOK {
@@ -261,6 +269,7 @@ func TestReadyzNeedsTheStoreAndTemporal(t *testing.T) {
 }
 
 func TestNodesShowHeartbeatAgeAndStaleness(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	for _, name := range []string{"fresh", "gone"} {
@@ -291,6 +300,7 @@ func TestNodesShowHeartbeatAgeAndStaleness(t *testing.T) {
 }
 
 func TestSettingsCanBeSetAndRead(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	path := "/v1/settings/" + domain.SettingIdleSecs
 	var got SettingBody

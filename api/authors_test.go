@@ -10,6 +10,7 @@ import (
 // Every message body the API answers with names its authoring agent, so a transcript reads
 // "helper: …" without a lookup per line; a human's message has no agent name.
 func TestMessagesCarryTheirAuthoringAgentsName(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	var other AgentBody

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // live serves the harness over real HTTP, for long polls and event streams.
@@ -80,6 +81,7 @@ func (w world) post(h *harness, text string) MessageBody {
 }
 
 func TestAnAttachedAgentReceivesRepliesAndAcks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	// The agent key is shown once: reading the agent back does not reveal it.
@@ -120,6 +122,7 @@ func TestAnAttachedAgentReceivesRepliesAndAcks(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestAReceiverThatDiesGetsTheSameMessageAgain(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	m := w.post(h, "hello")
@@ -139,6 +142,7 @@ func TestAReceiverThatDiesGetsTheSameMessageAgain(t *testing.T) {
 }
 
 func TestAWaitingReceiverIsWokenByANewMessage(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	srv := h.live()
@@ -168,6 +172,7 @@ func TestAWaitingReceiverIsWokenByANewMessage(t *testing.T) {
 }
 
 func TestASecondWaitOnOneLeaseIsAConflictAndADroppedWaiterFreesIt(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	srv := h.live()
@@ -195,29 +200,20 @@ func TestASecondWaitOnOneLeaseIsAConflictAndADroppedWaiterFreesIt(t *testing.T) 
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		status := postJSON(srv.Client(), path, w.agentKey, ReceiveRequest{LeaseID: &lease, WaitSeconds: ptr(0)}, nil)
-		if status == http.StatusConflict {
-			break
+	wait.Eventually(t, 5*time.Second, func() error {
+		if status := postJSON(srv.Client(), path, w.agentKey, ReceiveRequest{LeaseID: &lease, WaitSeconds: ptr(0)}, nil); status != http.StatusConflict {
+			return fmt.Errorf("answered %d", status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a second wait on a held lease answered %d, want 409", status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	}, "a second wait on a held lease to answer 409")
 	cancel() // the first waiter goes away
 	<-done
-	deadline = time.Now().Add(5 * time.Second)
-	for {
-		if status := postJSON(srv.Client(), path, w.agentKey, ReceiveRequest{LeaseID: &lease, WaitSeconds: ptr(0)}, nil); status == 200 {
-			break
+	wait.Eventually(t, 5*time.Second, func() error {
+		if status := postJSON(srv.Client(), path, w.agentKey, ReceiveRequest{LeaseID: &lease, WaitSeconds: ptr(0)}, nil); status != 200 {
+			return fmt.Errorf("answered %d", status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the dropped waiter never freed the lease")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	}, "the dropped waiter to free the lease")
 }
 
 func postJSON(c *http.Client, url, token string, in, out any) int {
@@ -237,6 +233,7 @@ func postJSON(c *http.Client, url, token string, in, out any) int {
 }
 
 func TestAgentsMaySettleOnlyTheirOwnMessages(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	var other AgentBody
@@ -271,6 +268,7 @@ func TestAgentsMaySettleOnlyTheirOwnMessages(t *testing.T) {
 }
 
 func TestBadBandInputGetsClearErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	var owned AgentBody
@@ -330,6 +328,7 @@ func TestBadBandInputGetsClearErrors(t *testing.T) {
 }
 
 func TestOwnedAgentMembershipBindsAndAReaddReusesTheSession(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	var room RoomBody
 	h.mustCall(http.MethodPost, "/v1/rooms", testToken, CreateRoomRequest{Name: "lab"}, &room, 201)
@@ -376,6 +375,7 @@ func TestOwnedAgentMembershipBindsAndAReaddReusesTheSession(t *testing.T) {
 }
 
 func TestRunIntentIsKeptAndDeleteStopsRuntimesFirst(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	var owned AgentBody
 	h.mustCall(http.MethodPost, "/v1/agents", testToken, CreateAgentRequest{Name: "builder", Kind: domain.AgentOwned}, &owned, 201)
@@ -461,6 +461,7 @@ func openStream(t *testing.T, url, token, lastID string) *http.Response {
 }
 
 func TestTheEventStreamOpensWithItsPositionAndResetsAFutureID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	srv := h.live()
@@ -480,6 +481,7 @@ func TestTheEventStreamOpensWithItsPositionAndResetsAFutureID(t *testing.T) {
 }
 
 func TestTheEventStreamResumesWithoutLossOrDuplication(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	srv := h.live()
@@ -515,8 +517,7 @@ func TestTheEventStreamResumesWithoutLossOrDuplication(t *testing.T) {
 	for i := 5; i < 10; i++ {
 		posted = append(posted, w.post(h, fmt.Sprint("m", i)).ID)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.Eventually(t, 10*time.Second, func() error {
 		mu.Lock()
 		var got []uuid.UUID
 		ids := map[string]bool{}
@@ -536,12 +537,9 @@ func TestTheEventStreamResumesWithoutLossOrDuplication(t *testing.T) {
 		if dup {
 			t.Fatal("an event was delivered twice")
 		}
-		if fmt.Sprint(got) == fmt.Sprint(posted) {
-			break
+		if fmt.Sprint(got) != fmt.Sprint(posted) {
+			return fmt.Errorf("delivered %d of %d messages in order: %v", len(got), len(posted), got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stream delivered %d of %d messages in order: %v", len(got), len(posted), got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	}, "the stream to deliver every message in order")
 }

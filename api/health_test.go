@@ -12,6 +12,7 @@ import (
 // HEAD /healthz and /readyz answer with GET's status and headers and no body, over a real
 // connection and through the handler alike.
 func TestHeadHealthzAndReadyzAnswerLikeGetWithoutABody(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	srv := h.live()
 	for _, path := range []string{"/healthz", "/readyz"} {

@@ -22,6 +22,7 @@ var ginParam = regexp.MustCompile(`:([A-Za-z_]+)`)
 
 // The hand-kept document and the router must list exactly the same routes.
 func TestOpenAPIDocumentsEveryRegisteredRoute(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	var doc openAPIDoc
 	if err := json.Unmarshal(OpenAPIDocument(), &doc); err != nil {
@@ -61,6 +62,7 @@ func TestOpenAPIDocumentsEveryRegisteredRoute(t *testing.T) {
 }
 
 func TestOpenAPIIsServedWithoutAToken(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.do(http.MethodGet, "/v1/openapi.json", "", nil)
 	if r.status != 200 || !json.Valid(r.body) {

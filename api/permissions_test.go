@@ -27,6 +27,7 @@ func (h *harness) pendingPermission(agent uuid.UUID, room *uuid.UUID, toolKey st
 }
 
 func TestOperatorsListAndDecidePermissionRequests(t *testing.T) {
+	t.Parallel()
 	teststore.ForEach(t, func(t *testing.T, st *store.Store) {
 		h := newHarnessOn(t, st)
 		w := newWorld(h)
@@ -121,6 +122,7 @@ func TestOperatorsListAndDecidePermissionRequests(t *testing.T) {
 }
 
 func TestAnApproveReplyInTheRoomDecidesAndIsNotDeliveredToTheAgent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w := newWorld(h)
 	p := h.pendingPermission(w.agent.ID, &w.room.ID, "edit")
@@ -154,6 +156,7 @@ func TestAnApproveReplyInTheRoomDecidesAndIsNotDeliveredToTheAgent(t *testing.T)
 
 // The document's enumerations of permission states and decisions are the domain's tables.
 func TestOpenAPIPermissionEnumsAreTheDomainTables(t *testing.T) {
+	t.Parallel()
 	var doc struct {
 		Paths map[string]map[string]struct {
 			Parameters []struct {

@@ -17,6 +17,7 @@ import (
 // run: provider.ResolveExecutable verifies a pin like an explicit command, see
 // TestAPinThatIsNotAnExecutableFileIsRefusedWhereItRuns). Keys must be command names.
 func TestProviderExecutablePinsAreValidatedLikeTemplateCommands(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	var owned AgentBody
 	h.mustCall(http.MethodPost, "/v1/agents", testToken, CreateAgentRequest{Name: "builder", Kind: domain.AgentOwned}, &owned, 201)

@@ -18,6 +18,7 @@ import (
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/realagent"
 	"github.com/jam-dev/jam/internal/testsupport/stubmodel"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // slowMarker in a message makes the scripted model stream its answer slowly, so a test can
@@ -88,10 +89,8 @@ func TestCodexAnswersSteersStopsAndResumesInARoom(t *testing.T) {
 	if r.Text != "stub: what is the plan?" || r.AuthorAgentID == nil || *r.AuthorAgentID != agent {
 		t.Fatalf("reply %+v", r)
 	}
-	time.Sleep(time.Second)
-	if n := len(repliesTo(t, c, first)); n != 1 {
-		t.Fatalf("%d replies, want 1: the final text must not be posted beside the tool's reply", n)
-	}
+	wait.Never(t, time.Second, func() bool { return len(repliesTo(t, c, first)) != 1 },
+		"a second reply: the final text must not be posted beside the tool's reply")
 	s := getSession(t, c, session)
 	thread := s.ProviderSessionID
 	if thread == "" || s.ProviderVersion == "" {
@@ -100,10 +99,10 @@ func TestCodexAnswersSteersStopsAndResumesInARoom(t *testing.T) {
 
 	// Steering: the second message joins the turn the first one is streaming.
 	slow := postText(t, c, room.ID, slowMarker+" think slowly")
-	eventually(t, 30*time.Second, func() bool {
+	wait.Eventually(t, 30*time.Second, func() bool {
 		s := getSession(t, c, session)
 		return s.Runtime != nil && s.Runtime.InTurn
-	})
+	}, "the session to be in a turn")
 	time.Sleep(time.Second)
 	steered := postText(t, c, room.ID, "and one more thing")
 	awaitReply(t, c, slow, time.Minute)
@@ -119,10 +118,10 @@ func TestCodexAnswersSteersStopsAndResumesInARoom(t *testing.T) {
 
 	// A stop mid-turn interrupts; the message waits for the restart.
 	stopped := postText(t, c, room.ID, slowMarker+" a long job")
-	eventually(t, 30*time.Second, func() bool {
+	wait.Eventually(t, 30*time.Second, func() bool {
 		s := getSession(t, c, session)
 		return s.Runtime != nil && s.Runtime.InTurn
-	})
+	}, "the session to be in a turn")
 	start := time.Now()
 	must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session.String()+"/stop", nil, nil))
 	if took := time.Since(start); took > 15*time.Second {
@@ -173,10 +172,10 @@ func TestACodexCommandApprovalIsDecidedWithTheCLI(t *testing.T) {
 	room, _ := roomWith(t, c, "lab", agent)
 	m := postText(t, c, room.ID, "make a file")
 	var pending api.PermissionList
-	eventually(t, 2*time.Minute, func() bool {
+	wait.Eventually(t, 2*time.Minute, func() bool {
 		must(t, c.Do(ctx, http.MethodGet, "/v1/permissions?state=pending", nil, &pending))
 		return len(pending.Items) == 1
-	})
+	}, "one pending permission")
 	p := pending.Items[0]
 	if p.ToolKey != "execute" || !strings.Contains(p.Title, "touch approved-file") {
 		t.Fatalf("permission %+v", p)
@@ -199,10 +198,10 @@ func TestACodexRoomOnANodeWithoutCodexFailsOnceAndSaysWhy(t *testing.T) {
 	room, session := roomWith(t, c, "lab", agent)
 	postText(t, c, room.ID, "hello?")
 	var s api.SessionBody
-	eventually(t, time.Minute, func() bool {
+	wait.Eventually(t, time.Minute, func() bool {
 		s = getSession(t, c, session)
 		return s.Failure != nil
-	})
+	}, "the session to report a failure")
 	if s.Presence != domain.PresenceFailed || s.Failure.Class != domain.FailureExecutableRefused ||
 		!strings.Contains(s.Failure.Reason, "/nonexistent/codex") || !strings.Contains(s.Failure.Reason, "does not exist") {
 		t.Fatalf("session presence %s failure %+v", s.Presence, s.Failure)
@@ -210,9 +209,9 @@ func TestACodexRoomOnANodeWithoutCodexFailsOnceAndSaysWhy(t *testing.T) {
 	attempts := func() int {
 		return strings.Count(d.proc.stderrText(), `"runtime did not start" component=temporal-client`)
 	}
-	time.Sleep(5 * time.Second) // two Reconcile periods
+	wait.Never(t, 5*time.Second, func() bool { return attempts() > 1 }, "a second start attempt") // two Reconcile periods
 	postText(t, c, room.ID, "anyone?")
-	time.Sleep(5 * time.Second) // two more
+	wait.Never(t, 5*time.Second, func() bool { return attempts() > 1 }, "a second start attempt") // two more
 	if n := attempts(); n != 1 {
 		t.Fatalf("%d start attempts, want 1", n)
 	}
@@ -242,10 +241,10 @@ func TestASandboxedCodexResumesItsThreadFromACheckpoint(t *testing.T) {
 	thread := getSession(t, c, session).ProviderSessionID
 	awaitPresence(t, c, session, domain.PresenceDormant, time.Minute)
 	var cps api.CheckpointList
-	eventually(t, time.Minute, func() bool {
+	wait.Eventually(t, time.Minute, func() bool {
 		must(t, c.Do(ctx, http.MethodGet, host+"/checkpoints", nil, &cps))
 		return len(cps.Items) > 0
-	})
+	}, "a checkpoint of the parked host")
 	cp := cps.Items[0]
 	if len(cp.Sessions) != 1 || cp.Sessions[0].ProviderSessionID != thread || cp.ProviderVersion != exe.Version {
 		t.Fatalf("checkpoint %+v (thread %s, codex %s)", cp, thread, exe.Version)
@@ -283,10 +282,10 @@ func TestACodexTurnCutByAKilledWorkerIsAnsweredExactlyOnce(t *testing.T) {
 	room, session := roomWith(t, c, "lab", agent)
 
 	m := postText(t, c, room.ID, slowMarker+" a long answer")
-	eventually(t, 2*time.Minute, func() bool {
+	wait.Eventually(t, 2*time.Minute, func() bool {
 		s := getSession(t, c, session)
 		return s.Runtime != nil && s.Runtime.InTurn && len(model.Requests()) > 0
-	})
+	}, "the session to be in a turn the model has seen")
 	if err := worker.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -296,10 +295,7 @@ func TestACodexTurnCutByAKilledWorkerIsAnsweredExactlyOnce(t *testing.T) {
 	}
 	worker2 := startJam(t, workerEnv, "worker", "--node", "w1")
 	awaitReply(t, c, m, 2*time.Minute)
-	time.Sleep(2 * time.Second)
-	if n := len(repliesTo(t, c, m)); n != 1 {
-		t.Fatalf("the message was answered %d times, want exactly once", n)
-	}
+	wait.Never(t, 2*time.Second, func() bool { return len(repliesTo(t, c, m)) != 1 }, "the message answered other than exactly once")
 	if code := worker2.interrupt(45 * time.Second); code != 0 {
 		t.Fatalf("worker exited %d after Ctrl-C", code)
 	}

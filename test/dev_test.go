@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/jam-dev/jam/api/client"
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 const devNode = "itest-node"
@@ -70,12 +72,15 @@ func TestDevServesAPIUIAndWorkerAndKeepsDataAcrossRestart(t *testing.T) {
 	waitHTTP(t, d.apiURL+"/readyz", http.StatusOK, 30*time.Second)
 	waitHTTP(t, d.uiURL, http.StatusOK, 30*time.Second)
 	var nodes api.NodeList
-	for time.Since(d.startedAt) < 30*time.Second {
-		if err := d.client.Do(ctx, http.MethodGet, "/v1/nodes", nil, &nodes); err == nil && len(nodes.Items) == 1 {
-			break
+	wait.Eventually(t, time.Until(d.startedAt.Add(30*time.Second)), func() error {
+		if err := d.client.Do(ctx, http.MethodGet, "/v1/nodes", nil, &nodes); err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		if len(nodes.Items) != 1 {
+			return fmt.Errorf("nodes %+v", nodes.Items)
+		}
+		return nil
+	}, "this node listed within 30 s of start")
 	if took := time.Since(d.startedAt); took > 30*time.Second {
 		t.Fatalf("serving after %s, want within 30 s", took)
 	} else {

@@ -13,6 +13,7 @@ import (
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // Issue 17, through jam dev and the public API: a template nobody can run is refused at
@@ -53,7 +54,7 @@ func TestAFailedRuntimeHoldsVisiblyAndWakesOnlyOnAChange(t *testing.T) {
 		s.Failure.Class != domain.FailureNotReady || !strings.Contains(s.Failure.Reason, "start handshake within 2s") {
 		t.Fatalf("session after the silent start: presence %s phase %s failure %+v", s.Presence, s.Phase, s.Failure)
 	}
-	eventually(t, 10*time.Second, func() bool { return len(sleepers(t, "3599")) == 0 })
+	wait.Eventually(t, 10*time.Second, func() bool { return len(sleepers(t, "3599")) == 0 }, "no provider left sleeping")
 	cli := []string{"JAM_URL=" + d.apiURL, "JAM_HOME=" + home}
 	if out, err := runJam(t, cli, "session", "list", "--room", room.ID.String()); err != nil ||
 		!strings.Contains(out, "failed") || !strings.Contains(out, "not_ready") {
@@ -63,7 +64,10 @@ func TestAFailedRuntimeHoldsVisiblyAndWakesOnlyOnAChange(t *testing.T) {
 	// More messages and Reconcile's pokes start nothing.
 	postText(t, c, room.ID, "still there?")
 	last := postText(t, c, room.ID, "hello??")
-	time.Sleep(3 * time.Second) // long enough for a wake and its 2 s handshake bound
+	wait.Never(t, 3*time.Second, func() bool { // long enough for a wake and its 2 s handshake bound
+		b, _ := os.ReadFile(starts)
+		return strings.Count(string(b), "started") > 1
+	}, "the failed runtime started again")
 	if b, _ := os.ReadFile(starts); strings.Count(string(b), "started") != 1 {
 		// The failed session was woken again (only a change may wake it).
 		t.Fatalf("the failed runtime was started %d times", strings.Count(string(b), "started"))

@@ -22,6 +22,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 	"github.com/jam-dev/jam/workflows"
 )
 
@@ -83,10 +84,10 @@ func TestRecordWorkflowHistories(t *testing.T) {
 		before = r.Turns
 	}
 	long := postText(t, c, room.ID, "[[slow 3]] long work")
-	eventually(t, 30*time.Second, func() bool {
+	wait.Eventually(t, 30*time.Second, func() bool {
 		s := getSession(t, c, session)
 		return s.Runtime != nil && s.Runtime.InTurn && s.Runtime.Turns > before
-	})
+	}, "the long turn to start")
 	mid := postText(t, c, room.ID, "meanwhile")
 	tmpl := templateOf(t, c, agent.ID)
 	cfg := tmpl.TemplateConfig
@@ -186,7 +187,7 @@ func awaitReconcilePoke(t *testing.T, c sdkclient.Client, since time.Time, timeo
 	t.Helper()
 	ctx := context.Background()
 	var found string
-	eventually(t, timeout, func() bool {
+	wait.Eventually(t, timeout, func() bool {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 			Query: "WorkflowType = 'Reconcile' AND ExecutionStatus = 'Completed'"})
 		if err != nil {
@@ -203,7 +204,7 @@ func awaitReconcilePoke(t *testing.T, c sdkclient.Client, since time.Time, timeo
 			}
 		}
 		return false
-	})
+	}, "a Reconcile run that poked a session")
 	return found
 }
 
@@ -258,5 +259,5 @@ func history(t *testing.T, c sdkclient.Client, workflowID, runID string) *histor
 // awaitPhase waits for a session's workflow to report phase.
 func awaitPhase(t *testing.T, c *client.Client, id uuid.UUID, want domain.SessionPhase, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, func() bool { return getSession(t, c, id).Phase == want })
+	wait.Eventually(t, timeout, func() bool { return getSession(t, c, id).Phase == want }, "session %s to be in phase %s", id, want)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/realagent"
 	"github.com/jam-dev/jam/internal/testsupport/stubmodel"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // Issue 17: a real sandboxed OpenCode answered once and never again — it kept its database
@@ -73,10 +74,10 @@ func TestASandboxedOpenCodeResumesItsSessionAcrossParks(t *testing.T) {
 		// Reaped when idle; the host parks and checkpoints OpenCode's state.
 		awaitPresence(t, c, session, domain.PresenceDormant, 60*time.Second)
 		var cps api.CheckpointList
-		eventually(t, 60*time.Second, func() bool {
+		wait.Eventually(t, 60*time.Second, func() bool {
 			must(t, c.Do(ctx, http.MethodGet, host+"/checkpoints", nil, &cps))
 			return len(cps.Items) >= i+1
-		})
+		}, "checkpoint %d", i+1)
 		newest := cps.Items[0]
 		if len(newest.Sessions) != 1 || newest.Sessions[0].ProviderSessionID != bound || newest.PayloadBytes == 0 {
 			t.Fatalf("park %d checkpoint %+v", i, newest)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // TestLongOperationsAnswer202AndAreFollowedThroughTheOperationResource: a checkpoint, a
@@ -64,12 +65,10 @@ func TestLongOperationsAnswer202AndAreFollowedThroughTheOperationResource(t *tes
 	}
 	finish := func(op api.OperationResource) api.OperationResource {
 		t.Helper()
-		for deadline := time.Now().Add(90 * time.Second); op.Status == domain.OperationRunning; {
-			if time.Now().After(deadline) {
-				t.Fatalf("operation %s still running: %+v", op.ID, op)
-			}
+		wait.Eventually(t, 90*time.Second, func() bool {
 			must(t, c.Do(ctx, http.MethodGet, "/v1/operations/"+op.ID.String()+"?wait=10s", nil, &op))
-		}
+			return op.Status != domain.OperationRunning
+		}, "operation %s to finish", op.ID)
 		return op
 	}
 

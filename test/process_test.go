@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/jam-dev/jam/api/client"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 var jamBinary string
@@ -197,22 +199,17 @@ func runJam(t *testing.T, env []string, args ...string) (string, error) {
 // waitHTTP polls url until it answers with want, or fails the test after timeout.
 func waitHTTP(t *testing.T, url string, want int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
+	wait.Eventually(t, timeout, func() error {
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == want {
-				return
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
+		if err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s did not answer %d within %s (last: %s)", url, want, timeout, last)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			return errors.New(resp.Status)
+		}
+		return nil
+	}, "%s to answer %d", url, want)
 }
 
 func apiClient(base, token string) *client.Client { return client.New(base, token) }

@@ -19,6 +19,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/procgroup"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // providerScript writes an executable provider that, like an agent starting a shell or an MCP
@@ -111,15 +112,13 @@ func reapsAfterKill(t *testing.T, n nodeShape) {
 		t.Fatalf("the session has no live runtime after a reply: %+v", provider)
 	}
 	var sleeper procgroup.Stat
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if got := processesRunning(t, sleepArgv); len(got) == 1 {
+	wait.Eventually(t, 10*time.Second, func() bool {
+		got := processesRunning(t, sleepArgv)
+		if len(got) == 1 {
 			sleeper = got[0]
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the provider's child %v never ran", sleepArgv)
-		}
-	}
+		return len(got) == 1
+	}, "the provider's child %v to run", sleepArgv)
 	t.Cleanup(func() {
 		// Whatever happened, the test leaves no sleeper behind.
 		if stillRunning(sleeper) {
@@ -134,11 +133,7 @@ func reapsAfterKill(t *testing.T, n nodeShape) {
 		t.Fatal(err)
 	}
 	<-jam.exited
-	for deadline := time.Now().Add(10 * time.Second); alive(provider.PID); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the provider %d outlived its killed jam", provider.PID)
-		}
-	}
+	wait.Eventually(t, 10*time.Second, func() bool { return !alive(provider.PID) }, "the provider %d to end with its killed jam", provider.PID)
 	// The defect this test exists for: the provider's own child outlives them both.
 	if !stillRunning(sleeper) {
 		t.Fatalf("the sleeper %d died with jam: the test no longer exercises the leak", sleeper.PID)
@@ -148,11 +143,7 @@ func reapsAfterKill(t *testing.T, n nodeShape) {
 	}
 
 	c, jam = n.start()
-	for deadline := time.Now().Add(30 * time.Second); stillRunning(sleeper); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted jam left the sleeper %d running", sleeper.PID)
-		}
-	}
+	wait.Eventually(t, 30*time.Second, func() bool { return !stillRunning(sleeper) }, "the restarted jam to reap the sleeper %d", sleeper.PID)
 	if !strings.Contains(jam.stderrText(), "reaped a process group left by a previous worker") {
 		t.Error("the reap was not logged")
 	}
@@ -165,13 +156,10 @@ func reapsAfterKill(t *testing.T, n nodeShape) {
 	if code := jam.interrupt(45 * time.Second); code != 0 {
 		t.Fatalf("jam exited %d after Ctrl-C", code)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		got := processesRunning(t, sleepArgv)
-		if len(got) == 0 {
-			break
+	wait.Eventually(t, 10*time.Second, func() error {
+		if got := processesRunning(t, sleepArgv); len(got) != 0 {
+			return fmt.Errorf("still running: %+v", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after a clean stop the provider's children %+v are still running", got)
-		}
-	}
+		return nil
+	}, "the provider's children to end after a clean stop")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jam-dev/jam/internal/devserver"
 	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
 	"github.com/jam-dev/jam/internal/testsupport/testdb"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 	"github.com/jam-dev/jam/schema"
 )
 
@@ -55,17 +56,16 @@ func TestServerAndWorkerRunAgainstPostgresAndExternalTemporal(t *testing.T) {
 	workerHome := filepath.Join(t.TempDir(), "node-w1")
 	worker := startJam(t, append(base, "JAM_HOME="+workerHome), "worker", "--node", "w1")
 	c := apiClient(apiURL, token)
-	deadline := time.Now().Add(30 * time.Second)
 	var nodes api.NodeList
-	for time.Now().Before(deadline) {
+	wait.Eventually(t, 30*time.Second, func() error {
 		if err := c.Do(ctx, http.MethodGet, "/v1/nodes", nil, &nodes); err != nil {
 			t.Fatal(err)
 		}
-		if len(nodes.Items) == 1 {
-			break
+		if len(nodes.Items) != 1 {
+			return fmt.Errorf("nodes %+v", nodes.Items)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	}, "one node")
 	if len(nodes.Items) != 1 || nodes.Items[0].Name != "w1" || nodes.Items[0].DataDir != workerHome {
 		t.Fatalf("nodes %+v", nodes.Items)
 	}

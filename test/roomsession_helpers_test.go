@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/jam-dev/jam/api/client"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // ownedEnv is the environment a jam process needs to run owned agents on the test agent:
@@ -66,16 +68,12 @@ func repliesTo(t *testing.T, c *client.Client, m api.MessageBody) []api.MessageB
 // awaitReply waits for the first reply to m.
 func awaitReply(t *testing.T, c *client.Client, m api.MessageBody, timeout time.Duration) api.MessageBody {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if rs := repliesTo(t, c, m); len(rs) > 0 {
-			return rs[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no reply to %q within %s", m.Text, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var rs []api.MessageBody
+	wait.Eventually(t, timeout, func() bool {
+		rs = repliesTo(t, c, m)
+		return len(rs) > 0
+	}, "a reply to %q", m.Text)
+	return rs[0]
 }
 
 func getSession(t *testing.T, c *client.Client, id uuid.UUID) api.SessionBody {
@@ -88,17 +86,14 @@ func getSession(t *testing.T, c *client.Client, id uuid.UUID) api.SessionBody {
 // awaitPresence waits until the session reports want.
 func awaitPresence(t *testing.T, c *client.Client, id uuid.UUID, want domain.Presence, timeout time.Duration) api.SessionBody {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		s := getSession(t, c, id)
-		if s.Presence == want {
-			return s
+	var s api.SessionBody
+	wait.Eventually(t, timeout, func() error {
+		if s = getSession(t, c, id); s.Presence != want {
+			return fmt.Errorf("presence %s (phase %s, runtime %+v)", s.Presence, s.Phase, s.Runtime)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s: presence %s (phase %s, runtime %+v), want %s within %s", id, s.Presence, s.Phase, s.Runtime, want, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	}, "session %s to be %s", id, want)
+	return s
 }
 
 // providerChildren lists the live processes running exe whose parent is pid: the provider
@@ -156,17 +151,12 @@ func alive(pid int) bool {
 // awaitChildren waits until pid holds exactly n provider children.
 func awaitChildren(t *testing.T, pid int, exe string, n int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		got := providerChildren(t, pid, exe)
-		if len(got) == n {
-			return
+	wait.Eventually(t, timeout, func() error {
+		if got := providerChildren(t, pid, exe); len(got) != n {
+			return fmt.Errorf("children %v", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("provider children of %d: %v, want %d", pid, got, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	}, "%d provider children of %d", n, pid)
 }
 
 var errFound = errors.New("found")
@@ -184,17 +174,5 @@ func awaitEvent(t *testing.T, c *client.Client, room uuid.UUID, kind domain.Even
 	})
 	if !errors.Is(err, errFound) {
 		t.Fatalf("no %s event in room %s within %s (%v)", kind, room, timeout, err)
-	}
-}
-
-// eventually polls cond until it holds, failing the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // An owned agent's rooms under `jam dev`, through the HTTP API only: dormant until messaged,
@@ -132,10 +133,7 @@ func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
 		t.Fatalf("stopped session %+v %+v", stopped.Presence, stopped.Runtime)
 	}
 	held := postText(t, c, room.ID, "are you there?")
-	time.Sleep(time.Second)
-	if rs := repliesTo(t, c, held); len(rs) != 0 {
-		t.Fatalf("a stopped session answered: %+v", rs)
-	}
+	wait.Never(t, time.Second, func() bool { return len(repliesTo(t, c, held)) != 0 }, "a stopped session answering")
 	must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session.String()+"/restart", nil, nil))
 	awaitReply(t, c, held, 30*time.Second)
 	if s := getSession(t, c, siblingSession); s.Runtime == nil || s.Runtime.PID != siblingPID {
@@ -211,10 +209,7 @@ func TestAStoppedAgentsMessagesSurviveARestartAndAreAnsweredAfterStart(t *testin
 	awaitPresence(t, c, session, domain.PresenceDormant, 10*time.Second)
 	awaitChildren(t, d.proc.cmd.Process.Pid, exe, 0, 10*time.Second)
 	queued := postText(t, c, room.ID, "[[count]] two")
-	time.Sleep(2 * time.Second)
-	if rs := repliesTo(t, c, queued); len(rs) != 0 {
-		t.Fatalf("a stopped agent answered: %+v", rs)
-	}
+	wait.Never(t, 2*time.Second, func() bool { return len(repliesTo(t, c, queued)) != 0 }, "a stopped agent answering")
 	d.stop(t)
 
 	d2 := startDevEnv(t, home, env)
@@ -225,17 +220,13 @@ func TestAStoppedAgentsMessagesSurviveARestartAndAreAnsweredAfterStart(t *testin
 		t.Fatalf("sessions after restart %+v", sessions.Items)
 	}
 	awaitPresence(t, c, session, domain.PresenceDormant, 20*time.Second)
-	time.Sleep(time.Second)
-	if rs := repliesTo(t, c, queued); len(rs) != 0 || len(providerChildren(t, d2.proc.cmd.Process.Pid, exe)) != 0 {
-		t.Fatalf("the stopped agent was resurrected by the restart: replies %+v", rs)
-	}
+	wait.Never(t, time.Second, func() bool {
+		return len(repliesTo(t, c, queued)) != 0 || len(providerChildren(t, d2.proc.cmd.Process.Pid, exe)) != 0
+	}, "the stopped agent resurrected by the restart (a reply or a provider child)")
 
 	must(t, c.Do(ctx, http.MethodPost, "/v1/agents/"+agent.ID.String()+"/start", nil, nil))
 	if r := awaitReply(t, c, queued, 30*time.Second); !strings.Contains(r.Text, "turns remembered: 1") {
 		t.Fatalf("reply after start %q: not the same provider session", r.Text)
 	}
-	time.Sleep(500 * time.Millisecond)
-	if n := len(repliesTo(t, c, queued)); n != 1 {
-		t.Fatalf("the queued message was answered %d times", n)
-	}
+	wait.Never(t, 500*time.Millisecond, func() bool { return len(repliesTo(t, c, queued)) != 1 }, "the queued message answered other than once")
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // sandboxEnv is a jam dev whose node drives the fake sbx (state and command log in dirs).
@@ -303,26 +304,23 @@ func TestDedicatedHostsAreIsolatedPerSessionAndParkWhenIdle(t *testing.T) {
 	// Session-scope stop releases the lease; the last release parks the sandbox.
 	must(t, c.Do(context.Background(), http.MethodPost, "/v1/sessions/"+s1.String()+"/stop", nil, nil))
 	deadline := time.Now().Add(20 * time.Second)
-	for e.sandboxes(t)[ids[s1].SandboxName] != "stopped" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the released host did not park: %v", e.sandboxes(t))
+	wait.Eventually(t, time.Until(deadline), func() error {
+		if sbs := e.sandboxes(t); sbs[ids[s1].SandboxName] != "stopped" {
+			return fmt.Errorf("sandboxes %v", sbs)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	}, "the released host to park")
 	if e.sandboxes(t)[ids[s2].SandboxName] != "running" {
 		t.Fatal("parking one session's host touched the other's")
 	}
-	for {
+	wait.Eventually(t, time.Until(deadline), func() error {
 		var x api.HostBody
 		must(t, c.Do(context.Background(), http.MethodGet, "/v1/hosts/"+s1.String(), nil, &x))
 		if x.State == domain.HostParked && memberStates(x)[s1] == domain.MembershipDormant && x.Lease != nil && len(x.Lease.Leases) == 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("parked host %+v lease %+v", x, x.Lease)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("host %+v lease %+v", x, x.Lease)
+	}, "the parked host, dormant and without leases")
 
 	// Room-scoped reset of the live Dedicated session: destroyed once, back in a new one.
 	var res contract.ControlResult
@@ -341,12 +339,12 @@ func TestDedicatedHostsAreIsolatedPerSessionAndParkWhenIdle(t *testing.T) {
 	// Deleting the agent stops its rooms; the sandbox of the live one is parked (ownership
 	// proven by the marker the host loaded), and its files stay for cleanup.
 	must(t, c.Do(context.Background(), http.MethodDelete, "/v1/agents/"+agent.String(), nil, nil))
-	for deadline := time.Now().Add(30 * time.Second); e.sandboxes(t)[ids[s2].SandboxName] != "stopped"; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the deleted agent's sandbox still runs: %v", e.sandboxes(t))
+	wait.Eventually(t, 30*time.Second, func() error {
+		if sbs := e.sandboxes(t); sbs[ids[s2].SandboxName] != "stopped" {
+			return fmt.Errorf("sandboxes %v", sbs)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	}, "the deleted agent's sandbox to stop")
 }
 
 // A sandboxed session whose provider state is lost (a fresh host root) resumes the very same
@@ -368,15 +366,14 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 	checkpoints := func(n int) api.CheckpointList {
 		t.Helper()
 		var l api.CheckpointList
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		wait.Eventually(t, 30*time.Second, func() error {
 			must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+session.String()+"/checkpoints", nil, &l))
-			if len(l.Items) >= n {
-				return l
+			if len(l.Items) < n {
+				return fmt.Errorf("%d checkpoints", len(l.Items))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d checkpoints, want %d", len(l.Items), n)
-			}
-		}
+			return nil
+		}, "%d checkpoints", n)
+		return l
 	}
 	loseState := func() {
 		t.Helper()
@@ -460,18 +457,16 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 	}
 	loseState()
 	restart()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	wait.Eventually(t, 60*time.Second, func() error {
 		s := getSession(t, c, session)
 		if s.Runtime != nil && strings.Contains(s.Runtime.LastError, "provider state is gone") {
 			if s.Presence == domain.PresenceLive {
 				t.Fatalf("live after failing closed: %+v", s)
 			}
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("did not fail closed: %+v", s.Runtime)
-		}
-	}
+		return fmt.Errorf("runtime %+v", s.Runtime)
+	}, "the session to fail closed")
 	got := continuity()
 	if got.Status != domain.ContinuityCorrupt || !got.CanStartFresh || got.RuntimeRunning || got.EvidenceChecksum == "" {
 		t.Fatalf("continuity after failing closed: %+v", got.ContinuityReport)
@@ -485,10 +480,7 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 		t.Fatalf("jam host checkpoints: %v\n%s", err, out)
 	}
 	m := postText(t, c, room.ID, "[[count]] anyone?")
-	time.Sleep(2 * time.Second)
-	if rs := repliesTo(t, c, m); len(rs) != 0 {
-		t.Fatalf("answered from a fresh thread: %+v", rs)
-	}
+	wait.Never(t, 2*time.Second, func() bool { return len(repliesTo(t, c, m)) != 0 }, "an answer from a fresh thread")
 
 	// Start fresh, explicitly: the wrong evidence is refused; the confirmed one gives the room
 	// a new session (and thread) that answers the queued message; the old one is archived.

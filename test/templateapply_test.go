@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/api/client"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 func templateOf(t *testing.T, c *client.Client, agent uuid.UUID) api.TemplateBody {
@@ -40,15 +42,13 @@ func saveApplied(t *testing.T, c *client.Client, tmpl api.TemplateBody, cfg doma
 func awaitConfig(t *testing.T, c *client.Client, session uuid.UUID, timeout time.Duration, want func(api.SessionBody) bool) api.SessionBody {
 	t.Helper()
 	var s api.SessionBody
-	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
-		s = getSession(t, c, session)
-		if want(s) {
-			return s
+	wait.Eventually(t, timeout, func() error {
+		if s = getSession(t, c, session); !want(s) {
+			return fmt.Errorf("desired %d effective %d pending %+v", s.DesiredGeneration, s.EffectiveGeneration, s.PendingChange)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s: desired %d effective %d pending %+v", session, s.DesiredGeneration, s.EffectiveGeneration, s.PendingChange)
-		}
-	}
+		return nil
+	}, "session %s to settle its generations", session)
+	return s
 }
 
 // A save with apply_and_restart reaches every room: the dormant one takes it at once, the

@@ -13,6 +13,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // The production shape with the worker killed mid-turn (SIGKILL: no activity completes, no
@@ -31,27 +32,19 @@ func TestAWorkerKilledMidTurnAnswersTheMessageExactlyOnce(t *testing.T) {
 	room, session := roomWith(t, c, "lab", agent.ID)
 
 	m := postText(t, c, room.ID, "[[slow 5]] long work")
-	deadline := time.Now().Add(60 * time.Second)
 	var pid int
-	for pid == 0 {
+	wait.Eventually(t, 60*time.Second, func() bool {
 		if s := getSession(t, c, session); s.Runtime != nil && s.Runtime.InTurn && s.Runtime.PID != 0 {
 			pid = s.Runtime.PID
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the turn never started")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return pid != 0
+	}, "the turn to start")
 	if err := worker.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-worker.exited
 	// No orphan: the child dies with its worker.
-	for start := time.Now(); alive(pid); time.Sleep(50 * time.Millisecond) {
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("the killed worker's child %d is still running", pid)
-		}
-	}
+	wait.Eventually(t, 10*time.Second, func() bool { return !alive(pid) }, "the killed worker's child %d to end", pid)
 	if rs := repliesTo(t, c, m); len(rs) != 0 {
 		t.Fatalf("answered by a dead worker: %+v", rs)
 	}
@@ -60,10 +53,7 @@ func TestAWorkerKilledMidTurnAnswersTheMessageExactlyOnce(t *testing.T) {
 	worker2 := startJam(t, workerEnv, "worker", "--node", "w1")
 	awaitReply(t, c, m, 90*time.Second)
 	t.Logf("answered %s after the kill", time.Since(killedAt).Round(time.Millisecond))
-	time.Sleep(time.Second)
-	if n := len(repliesTo(t, c, m)); n != 1 {
-		t.Fatalf("the message was answered %d times, want exactly once", n)
-	}
+	wait.Never(t, time.Second, func() bool { return len(repliesTo(t, c, m)) != 1 }, "the message answered other than exactly once")
 	if got := providerChildren(t, 0, exe); len(got) != 1 || parentOf(got[0]) != worker2.cmd.Process.Pid {
 		t.Fatalf("provider processes %v, want one child of the new worker %d", got, worker2.cmd.Process.Pid)
 	}
@@ -88,13 +78,7 @@ func TestAWorkerKilledBetweenSandboxCreateAndItsMarkerConvergesOnOneSandbox(t *t
 	room, session := roomWith(t, c, "lab", agent)
 	m := postText(t, c, room.ID, "hello from before the crash")
 
-	deadline := time.Now().Add(60 * time.Second)
-	for len(e.sandboxes(t)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the sandbox was never created")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.Eventually(t, 60*time.Second, func() bool { return len(e.sandboxes(t)) > 0 }, "the sandbox to be created")
 	name := session.String()
 	hosts := hostsOf(t, c, agent)
 	if len(hosts) != 1 || hosts[0].ID.String() != name {

@@ -17,6 +17,7 @@ import (
 	"github.com/jam-dev/jam/api/client"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 func workspacePath(home string, host, session uuid.UUID) string {
@@ -39,16 +40,15 @@ func workspaceOp(c *client.Client, id uuid.UUID, verb string, req api.WorkspaceO
 // awaitHostState polls the host until it is in state (and, parked, its sandbox stopped).
 func awaitHostState(t *testing.T, c *client.Client, host uuid.UUID, state domain.RuntimeHostState, timeout time.Duration) api.HostBody {
 	t.Helper()
-	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
-		var h api.HostBody
+	var h api.HostBody
+	wait.Eventually(t, timeout, func() error {
 		must(t, c.Do(context.Background(), http.MethodGet, "/v1/hosts/"+host.String(), nil, &h))
-		if h.State == state {
-			return h
+		if h.State != state {
+			return fmt.Errorf("host is %s", h.State)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("host %s is %s, want %s", host, h.State, state)
-		}
-	}
+		return nil
+	}, "host %s to be %s", host, state)
+	return h
 }
 
 // The whole life of a workspace through the public API: a conversation and the agent's
@@ -111,14 +111,10 @@ func TestAnArchivedWorkspaceOutlivesItsHostAndIsRestoredWithItsConversation(t *t
 	var archErr error
 	wg.Add(1)
 	go func() { defer wg.Done(); arch, archErr = workspaceOp(c, session, "archive", api.WorkspaceOpRequest{}) }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ops := getWorkspace(t, c, session).Operations; len(ops) > 0 && ops[0].Kind == domain.WorkspaceOpArchive {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the archive never started")
-		}
-	}
+	wait.Eventually(t, 10*time.Second, func() bool {
+		ops := getWorkspace(t, c, session).Operations
+		return len(ops) > 0 && ops[0].Kind == domain.WorkspaceOpArchive
+	}, "the archive to start")
 	if _, err := workspaceOp(c, session, "export", api.WorkspaceOpRequest{}); !isStatus(err, http.StatusConflict) {
 		t.Fatalf("an operation during the archive: %v", err)
 	}
@@ -143,11 +139,12 @@ func TestAnArchivedWorkspaceOutlivesItsHostAndIsRestoredWithItsConversation(t *t
 	held := postText(t, c, room.ID, "[[count]] while archived")
 
 	awaitHostState(t, c, host, domain.HostParked, 30*time.Second)
-	for deadline := time.Now().Add(30 * time.Second); e.sandboxes(t)[hostsOf(t, c, agent)[0].SandboxName] != "stopped"; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox did not park: %v", e.sandboxes(t))
+	wait.Eventually(t, 30*time.Second, func() error {
+		if sbs := e.sandboxes(t); sbs[hostsOf(t, c, agent)[0].SandboxName] != "stopped" {
+			return fmt.Errorf("sandboxes %v", sbs)
 		}
-	}
+		return nil
+	}, "the sandbox to park")
 	var h api.HostBody
 	must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+host.String(), nil, &h))
 	if h.Capacity == nil || len(h.Capacity.ExportBytes) != 1 || len(h.Capacity.CheckpointBytes) == 0 || h.Capacity.RootBytes == nil {
@@ -211,14 +208,10 @@ func (f faultWorker) start(t *testing.T, point string) *proc {
 
 func (f faultWorker) awaitPause(t *testing.T, point string) {
 	t.Helper()
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(f.fault, point)); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker never reached %s", point)
-		}
-	}
+	wait.Eventually(t, 90*time.Second, func() error {
+		_, err := os.Stat(filepath.Join(f.fault, point))
+		return err
+	}, "the worker to reach %s", point)
 }
 
 func kill(t *testing.T, p *proc) {
@@ -265,15 +258,13 @@ func TestAWorkerKilledDuringAnArchiveOrHostCleanupFinishesItExactlyOnce(t *testi
 		kill(t, w)
 		w = fw.start(t, "")
 		var ws api.WorkspaceBody
-		for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		wait.Eventually(t, 120*time.Second, func() error {
 			ws = getWorkspace(t, c, s)
 			if len(ws.Operations) > 0 && ws.Operations[0].Kind == domain.WorkspaceOpArchive && ws.Operations[0].State.Terminal() {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the archive did not finish: %+v", point, ws.Operations)
-			}
-		}
+			return fmt.Errorf("operations %+v", ws.Operations)
+		}, "%s: the archive to finish", point)
 		op := ws.Operations[0]
 		if op.State != domain.OpSucceeded || ws.State != domain.WorkspaceArchived {
 			t.Fatalf("%s: %+v, workspace %s", point, op, ws.State)
@@ -313,15 +304,13 @@ func TestAWorkerKilledDuringAnArchiveOrHostCleanupFinishesItExactlyOnce(t *testi
 	kill(t, w)
 	w = fw.start(t, "")
 	var pre api.CleanupInspectionBody
-	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	wait.Eventually(t, 120*time.Second, func() error {
 		must(t, c.Do(ctx, http.MethodGet, "/v1/hosts/"+host.String()+"/cleanup", nil, &pre))
 		if pre.Cleanup != nil && pre.Cleanup.Stage == domain.CleanupSucceeded {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cleanup did not finish: %+v", pre.Cleanup)
-		}
-	}
+		return fmt.Errorf("cleanup %+v", pre.Cleanup)
+	}, "the cleanup to finish")
 	if _, err := os.Stat(filepath.Join(home, "runtime-hosts", host.String())); !os.IsNotExist(err) {
 		t.Fatal("the host root remains")
 	}

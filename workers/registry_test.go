@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/jam-dev/jam/internal/procgroup"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 func agentSpec(t *testing.T, session uuid.UUID, gen int64, args ...string) provider.Spec {
@@ -32,10 +34,12 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 
 func requireGroupGone(t *testing.T, pgid int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		n, err := provider.ProcessGroupMembers(pgid)
-		return err == nil && n == 0
-	}, 10*time.Second, 50*time.Millisecond, "process group %d still has members", pgid)
+	wait.Eventually(t, 10*time.Second, func() error {
+		if n, err := provider.ProcessGroupMembers(pgid); err != nil || n != 0 {
+			return fmt.Errorf("%d members (%v)", n, err)
+		}
+		return nil
+	}, "process group %d to have no members", pgid)
 }
 
 func startRuntime(t *testing.T, r *RuntimeRegistry, spec provider.Spec) (provider.Runtime, provider.Prepared) {
@@ -166,7 +170,7 @@ func TestClosingTheRegistryEndsAHandshakeInFlightButNotALiveRuntime(t *testing.T
 		Executable: mute, Dir: t.TempDir(), ReadyTimeout: time.Minute}
 	done := make(chan error, 1)
 	go func() { _, _, err := r.Start(context.Background(), spec); done <- err }()
-	require.Eventually(t, func() bool { return r.Len() == 2 }, 10*time.Second, 10*time.Millisecond)
+	wait.Eventually(t, 10*time.Second, func() bool { return r.Len() == 2 }, "two runtimes in the registry")
 	start := time.Now()
 	r.Close(context.Background())
 	select {
@@ -274,7 +278,7 @@ func TestRegistryRecordsEachProcessGroupUntilItIsReaped(t *testing.T) {
 
 	require.NoError(t, r.Teardown(context.Background(), spec.RuntimeSession, domain.CheckpointBeforeStop))
 	requireGroupGone(t, pid)
-	require.Eventually(t, func() bool { return len(recordedGroups(t, dir)) == 0 }, 5*time.Second, 20*time.Millisecond)
+	wait.Eventually(t, 5*time.Second, func() bool { return len(recordedGroups(t, dir)) == 0 }, "no recorded process group")
 
 	// The records directory is replaced by a file: nothing can be written there.
 	require.NoError(t, os.RemoveAll(dir))
@@ -285,8 +289,8 @@ func TestRegistryRecordsEachProcessGroupUntilItIsReaped(t *testing.T) {
 	_, _, err = r.Start(ctx, agentSpec(t, uuid.New(), 1))
 	require.Error(t, err)
 	assert.Equal(t, 0, r.Len())
-	assert.Eventually(t, func() bool { return len(providerProcesses(t)) <= len(before) }, 5*time.Second, 20*time.Millisecond,
-		"the unrecorded child was left running")
+	wait.Eventually(t, 5*time.Second, func() bool { return len(providerProcesses(t)) <= len(before) },
+		"the unrecorded child to end")
 }
 
 // providerProcesses lists the live test-agent processes whose parent is this test.

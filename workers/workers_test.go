@@ -17,6 +17,7 @@ import (
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
 	"github.com/jam-dev/jam/internal/testsupport/teststore"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 func TestWorkersRegisterTheNodeAndKeepItsHeartbeatAlive(t *testing.T) {
@@ -36,43 +37,31 @@ func TestWorkersRegisterTheNodeAndKeepItsHeartbeatAlive(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node not registered at start: %v", err)
 	}
-	waitFor(t, func() bool {
+	wait.Eventually(t, 5*time.Second, func() bool {
 		n, err := st.GetNode(ctx, "n1")
 		return err == nil && n.HeartbeatAt.After(first.HeartbeatAt)
-	})
+	}, "a heartbeat after the first")
 
 	// An operator who clears the row does not make the node vanish for good.
 	if _, err := st.DB().ExecContext(ctx, `DELETE FROM nodes WHERE name = 'n1'`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	wait.Eventually(t, 5*time.Second, func() error {
 		_, err := st.GetNode(ctx, "n1")
-		return err == nil
-	})
+		return err
+	}, "the cleared node to register again")
 
 	w.Stop()
 	stopped, _ := st.GetNode(ctx, "n1")
-	time.Sleep(200 * time.Millisecond)
-	after, _ := st.GetNode(ctx, "n1")
-	if !after.HeartbeatAt.Equal(stopped.HeartbeatAt) {
-		t.Fatal("a stopped worker kept heartbeating")
-	}
+	wait.Never(t, 200*time.Millisecond, func() bool {
+		after, _ := st.GetNode(ctx, "n1")
+		return !after.HeartbeatAt.Equal(stopped.HeartbeatAt)
+	}, "a stopped worker heartbeating")
 }
 
 func TestWorkersRefuseABadNodeName(t *testing.T) {
 	if _, err := Start(context.Background(), Config{Node: "no spaces"}); err == nil {
 		t.Fatal("accepted")
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5 s")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

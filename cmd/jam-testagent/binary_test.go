@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/coder/acp-go-sdk"
+
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // These tests run the real executable, for what only a process shows:
@@ -138,15 +140,11 @@ func TestBinary(t *testing.T) {
 			t.Errorf("exit code = %d, want 3", code)
 		}
 		// The chunk was written before exit; the client may still be draining it.
-		deadline := time.Now().Add(2 * time.Second)
 		var got []string
-		for time.Now().Before(deadline) {
+		wait.Eventually(t, 2*time.Second, func() bool {
 			got = append(got, agentChunks(p.client.take())...)
-			if len(got) > 0 {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return len(got) > 0
+		}, "the chunk written before the crash")
 		if strings.Join(got, "") != "about to crash" {
 			t.Errorf("chunks before crash = %q", got)
 		}

@@ -8,6 +8,7 @@ import (
 )
 
 func TestCatalogPublishesTheReferenceSandboxCells(t *testing.T) {
+	t.Parallel()
 	for _, spec := range TransportCatalog() {
 		var shared []SandboxCell
 		for _, c := range spec.Cells {
@@ -51,6 +52,7 @@ func TestCatalogPublishesTheReferenceSandboxCells(t *testing.T) {
 }
 
 func TestAbsentPlacementResolvesToDedicated(t *testing.T) {
+	t.Parallel()
 	shared := PlacementShared
 	empty := Placement("")
 	if ResolvePlacement(nil) != PlacementDedicated || ResolvePlacement(&empty) != PlacementDedicated ||
@@ -69,6 +71,7 @@ func decodeTemplate(t *testing.T, body string) (TemplateConfig, error) {
 }
 
 func TestTemplateValidationFollowsTheCatalog(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		body  string
@@ -125,12 +128,14 @@ func TestTemplateValidationFollowsTheCatalog(t *testing.T) {
 }
 
 func TestHostNativeEnvAllowlistMayNameSecrets(t *testing.T) {
+	t.Parallel()
 	if _, err := decodeTemplate(t, `{"alias":"d","transport":"codex-app-server","env_allowlist":["OPENAI_API_KEY"]}`); err != nil {
 		t.Fatalf("a host-native runtime may inherit its provider key: %v", err)
 	}
 }
 
 func TestNormalizedTemplateWritesDefaultsOut(t *testing.T) {
+	t.Parallel()
 	c, err := decodeTemplate(t, `{"alias":"d","transport":"claude-code-cli","sandbox":{"enabled":true}}`)
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +152,7 @@ func TestNormalizedTemplateWritesDefaultsOut(t *testing.T) {
 }
 
 func TestCustodyKeysAreRecognised(t *testing.T) {
+	t.Parallel()
 	for _, k := range []string{"JAM_AGENT_KEY", "jam_agent_key_2", "JAM_API_TOKEN"} {
 		if !IsCustodyEnvKey(k) {
 			t.Errorf("%s not recognised", k)
@@ -166,6 +172,7 @@ func TestCustodyKeysAreRecognised(t *testing.T) {
 // nothing. Every transport Jam runs names where its provider keeps its state, and a
 // readiness bound for its start handshake.
 func TestEveryOwnedTransportNamesItsStateAndReadiness(t *testing.T) {
+	t.Parallel()
 	for _, row := range TransportCatalog() {
 		if !row.Owned || row.Legacy {
 			continue

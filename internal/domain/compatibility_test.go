@@ -3,6 +3,7 @@ package domain
 import "testing"
 
 func TestCompatibilityFingerprintCoversHostWideInputsOnly(t *testing.T) {
+	t.Parallel()
 	shared := PlacementShared
 	base := TemplateConfig{Alias: "a", Transport: TransportCodexAppServer, Args: []string{"app-server"},
 		EnvAllowlist: []string{"LANG", "EDITOR"}, Sandbox: SandboxConfig{Enabled: true}, Placement: &shared}

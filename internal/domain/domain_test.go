@@ -11,6 +11,7 @@ import (
 )
 
 func TestEnumsDecodeOnlyTheirWireNames(t *testing.T) {
+	t.Parallel()
 	var body struct {
 		Transport Transport `json:"transport"`
 		Placement Placement `json:"placement"`
@@ -29,6 +30,7 @@ func TestEnumsDecodeOnlyTheirWireNames(t *testing.T) {
 }
 
 func TestEveryEnumTableListsDistinctValues(t *testing.T) {
+	t.Parallel()
 	tables := map[string][]string{
 		"transport": Transports.Strings(), "placement": Placements.Strings(), "kind": AgentKinds.Strings(),
 		"configuration_source": ConfigurationSources.Strings(), "workspace_source": WorkspaceSources.Strings(),
@@ -50,6 +52,7 @@ func TestEveryEnumTableListsDistinctValues(t *testing.T) {
 }
 
 func TestParseIDAcceptsOnlyCanonicalUUIDs(t *testing.T) {
+	t.Parallel()
 	id := uuid.New()
 	if got, err := ParseID("id", id.String()); err != nil || got != id {
 		t.Fatalf("canonical: %v %v", got, err)
@@ -63,6 +66,7 @@ func TestParseIDAcceptsOnlyCanonicalUUIDs(t *testing.T) {
 }
 
 func TestTerminalWorkspaceOperationsNeedFinishTime(t *testing.T) {
+	t.Parallel()
 	op := WorkspaceOperation{ID: uuid.New(), WorkspaceID: uuid.New(), Kind: WorkspaceOpExport, State: OpSucceeded, StartedAt: Timestamp(nowForTest)}
 	if _, err := CheckWorkspaceOperation(nil, op); err == nil {
 		t.Fatal("a new operation may not start terminal, nor without finished_at")
@@ -77,6 +81,7 @@ func TestTerminalWorkspaceOperationsNeedFinishTime(t *testing.T) {
 }
 
 func TestSettingsRegistryValidatesValues(t *testing.T) {
+	t.Parallel()
 	s, ok := LookupSetting(SettingIdleSecs)
 	if !ok {
 		t.Fatal("idle setting not registered")

@@ -13,6 +13,7 @@ import (
 	"github.com/jam-dev/jam/internal/provider/acp"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 func TestMain(m *testing.M) {
@@ -26,6 +27,7 @@ func TestMain(m *testing.M) {
 // operator decides it from another connection (as the API server would), and the turn
 // continues with the decision; allow_always then answers the next request from the rule.
 func TestTheRealAgentWaitsForAnOperatorDecision(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		rt, err := acp.New(provider.Spec{RuntimeSession: uuid.New(), Generation: 1, AgentID: f.agent.ID, RoomID: f.room.ID,
 			Transport: domain.TransportACP, Executable: testagent.Binary(t), Args: []string{"--state-dir", t.TempDir()},
@@ -54,8 +56,7 @@ func TestTheRealAgentWaitsForAnOperatorDecision(t *testing.T) {
 		}
 		done := turn()
 		var pending domain.Permission
-		deadline := time.Now().Add(20 * time.Second)
-		for pending.ID == uuid.Nil && time.Now().Before(deadline) {
+		wait.Eventually(t, 20*time.Second, func() bool {
 			state := domain.PermissionPending
 			ps, err := f.other.ListPermissions(ctx, store.PermissionFilter{State: &state, Agent: &f.agent.ID})
 			if err != nil {
@@ -63,10 +64,9 @@ func TestTheRealAgentWaitsForAnOperatorDecision(t *testing.T) {
 			}
 			if len(ps) > 0 {
 				pending = ps[0]
-			} else {
-				time.Sleep(20 * time.Millisecond)
 			}
-		}
+			return pending.ID != uuid.Nil
+		}, "a pending permission request")
 		if pending.ToolKey != "execute" || pending.RoomID == nil || *pending.RoomID != f.room.ID {
 			t.Fatalf("pending request %+v", pending)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/testsupport/testdb"
 	"github.com/jam-dev/jam/internal/testsupport/teststore"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 type fixture struct {
@@ -83,17 +85,18 @@ func (f *fixture) ask(ctx context.Context, req provider.PermissionRequest) <-cha
 func (f *fixture) pending(t *testing.T) domain.Permission {
 	t.Helper()
 	state := domain.PermissionPending
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		ps, err := f.other.ListPermissions(context.Background(), store.PermissionFilter{State: &state})
-		if err != nil {
+	var ps []domain.Permission
+	wait.Eventually(t, 10*time.Second, func() error {
+		var err error
+		if ps, err = f.other.ListPermissions(context.Background(), store.PermissionFilter{State: &state}); err != nil {
 			t.Fatal(err)
 		}
-		if len(ps) == 1 {
-			return ps[0]
+		if len(ps) != 1 {
+			return fmt.Errorf("%d pending", len(ps))
 		}
-	}
-	t.Fatal("no pending permission request was recorded")
-	return domain.Permission{}
+		return nil
+	}, "one pending permission request to be recorded")
+	return ps[0]
 }
 
 func (f *fixture) waitResult(t *testing.T, c <-chan result, within time.Duration) result {
@@ -117,6 +120,7 @@ func (f *fixture) noWaiters(t *testing.T) {
 }
 
 func TestADecisionInThisProcessWakesTheRequestAtOnce(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		f.broker.poll = time.Hour // only the commit hook can wake it
 		req := f.request("edit")
@@ -141,6 +145,7 @@ func TestADecisionInThisProcessWakesTheRequestAtOnce(t *testing.T) {
 }
 
 func TestADecisionFromAnotherProcessIsFoundByPolling(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		c := f.ask(context.Background(), f.request("execute"))
 		p := f.pending(t)
@@ -155,6 +160,7 @@ func TestADecisionFromAnotherProcessIsFoundByPolling(t *testing.T) {
 }
 
 func TestAnAlwaysRuleAnswersWithoutRecordingARequest(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		c := f.ask(ctx, f.request("edit"))
@@ -186,6 +192,7 @@ func TestAnAlwaysRuleAnswersWithoutRecordingARequest(t *testing.T) {
 }
 
 func TestNoDecisionBeforeTheDeadlineDeniesAndExpires(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		if err := f.setTimeoutEnv("1"); err != nil {
 			t.Fatal(err)
@@ -207,6 +214,7 @@ func TestNoDecisionBeforeTheDeadlineDeniesAndExpires(t *testing.T) {
 }
 
 func TestTheAskerGoingAwayCancelsTheRequest(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		ctx, cancel := context.WithCancel(context.Background())
 		c := f.ask(ctx, f.request("edit"))
@@ -238,6 +246,7 @@ func TestTheAskerGoingAwayCancelsTheRequest(t *testing.T) {
 }
 
 func TestTheTimeoutComesFromTheEnvironmentThenTheSetting(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		check := func(want time.Duration) {
@@ -267,6 +276,7 @@ func TestTheTimeoutComesFromTheEnvironmentThenTheSetting(t *testing.T) {
 }
 
 func TestARequestWithoutAnAgentIsRefused(t *testing.T) {
+	t.Parallel()
 	forEachFixture(t, func(t *testing.T, f *fixture) {
 		req := f.request("edit")
 		req.AgentID = uuid.Nil

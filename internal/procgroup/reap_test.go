@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // startGroup starts argv as the leader of a new process group, records it, and returns it
@@ -100,11 +102,7 @@ func TestReapKillsARealOrphanedGroupAndSparesGroupsItCannotTie(t *testing.T) {
 	if len(rep.Killed) != 1 || rep.Killed[0].PGID != orphaned.PGID || len(rep.Dropped) != 2 {
 		t.Fatalf("report %+v", rep)
 	}
-	for deadline := time.Now().Add(5 * time.Second); live(orphan, ost.Start); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the orphan %d survived", orphan)
-		}
-	}
+	wait.Eventually(t, 5*time.Second, func() bool { return !live(orphan, ost.Start) }, "the orphan %d to end", orphan)
 	for _, c := range []*exec.Cmd{reused, otherBoot} {
 		if err := syscall.Kill(c.Process.Pid, 0); err != nil {
 			t.Fatalf("process %d was signalled: %v", c.Process.Pid, err)

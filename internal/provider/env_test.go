@@ -19,6 +19,7 @@ var workerEnv = []string{
 }
 
 func TestHostNativeEnvPassesOnlyTheBaseTheRowAndTheAllowlist(t *testing.T) {
+	t.Parallel()
 	codex, _ := domain.LookupTransport(domain.TransportCodexAppServer)
 	opencode, _ := domain.LookupTransport(domain.TransportOpenCode)
 	acp, _ := domain.LookupTransport(domain.TransportACP)
@@ -56,6 +57,7 @@ func TestHostNativeEnvPassesOnlyTheBaseTheRowAndTheAllowlist(t *testing.T) {
 }
 
 func TestHostNativeEnvRefusesCustodyKeysAndJamConfiguration(t *testing.T) {
+	t.Parallel()
 	codex, _ := domain.LookupTransport(domain.TransportCodexAppServer)
 	for _, name := range []string{"JAM_API_TOKEN", "JAM_AGENT_KEY_2", "JAM_DATABASE_URL", "jam_home", "bad name"} {
 		_, err := HostNativeEnv(workerEnv, codex, []string{name})

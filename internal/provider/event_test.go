@@ -11,6 +11,7 @@ import (
 )
 
 func TestRetireDoesNotWaitForASlowSink(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	s := NewStamper(uuid.New(), 1, false, func(AgentEvent) { <-release })
 	go s.Emit(AgentEvent{Kind: domain.AgentTurnStarted})

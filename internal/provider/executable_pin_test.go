@@ -11,6 +11,7 @@ import (
 // runs, as an explicit command is: refused, naming the pin, and never replaced by a copy on
 // PATH.
 func TestAPinThatIsNotAnExecutableFileIsRefusedWhereItRuns(t *testing.T) {
+	t.Parallel()
 	good := toolDir(t, `echo "agent 1.0.0"`)
 	for _, tc := range []struct {
 		req    ExecutableRequest

@@ -72,6 +72,7 @@ func requireRefusal(t *testing.T, err error) *ResolutionRefusal {
 }
 
 func TestResolveExecutableChosenSources(t *testing.T) {
+	t.Parallel()
 	newer := toolDir(t, `echo "agent 9.9.9"`)
 	chosen := writeTool(t, t.TempDir(), "agent-custom", `echo "agent 1.0.0"`)
 	silent := writeTool(t, t.TempDir(), "agent-silent", `echo "usage: agent" >&2; exit 2`)
@@ -146,6 +147,7 @@ func TestResolveExecutableChosenSources(t *testing.T) {
 }
 
 func TestResolveExecutableChosenSourceRefusedNeverFallsThrough(t *testing.T) {
+	t.Parallel()
 	good := toolDir(t, `echo "agent 2.0.0"`)
 	goodPath := filepath.Join(good, testCommand)
 	scratch := t.TempDir()
@@ -238,6 +240,7 @@ func TestResolveExecutableChosenSourceRefusedNeverFallsThrough(t *testing.T) {
 }
 
 func TestResolveExecutablePathSelection(t *testing.T) {
+	t.Parallel()
 	type tool struct {
 		body string
 		mode os.FileMode // 0 means 0o755
@@ -306,6 +309,7 @@ func TestResolveExecutablePathSelection(t *testing.T) {
 }
 
 func TestResolveExecutablePathRefusalQuotesEveryCandidate(t *testing.T) {
+	t.Parallel()
 	failing := toolDir(t, `echo "fatal: broken install"; exit 1`)
 	silent := toolDir(t, `echo "hello there"`)
 	empty := toolDir(t, `exit 0`)
@@ -344,6 +348,7 @@ func TestResolveExecutablePathRefusalQuotesEveryCandidate(t *testing.T) {
 }
 
 func TestResolveExecutableNotFound(t *testing.T) {
+	t.Parallel()
 	a, b := t.TempDir(), t.TempDir()
 	_, err := ResolveExecutable(context.Background(), ExecutableRequest{
 		Command: testCommand, Env: noEnv, PATH: pathList(a, "", b, filepath.Join(a, "missing")),
@@ -373,6 +378,7 @@ func TestResolveExecutableRelativePathEntriesIgnored(t *testing.T) {
 }
 
 func TestResolveExecutableDedupesLinkedDirectories(t *testing.T) {
+	t.Parallel()
 	real := toolDir(t, `echo boom; exit 3`)
 	link := filepath.Join(t.TempDir(), "link")
 	if err := os.Symlink(real, link); err != nil {
@@ -388,6 +394,7 @@ func TestResolveExecutableDedupesLinkedDirectories(t *testing.T) {
 }
 
 func TestResolveExecutableFollowsSymlinkedExplicit(t *testing.T) {
+	t.Parallel()
 	target := writeTool(t, t.TempDir(), "agent-real", `echo "agent 3.1.4"`)
 	link := filepath.Join(t.TempDir(), testCommand)
 	if err := os.Symlink(target, link); err != nil {
@@ -404,6 +411,7 @@ func TestResolveExecutableFollowsSymlinkedExplicit(t *testing.T) {
 }
 
 func TestResolveExecutableVersionArgs(t *testing.T) {
+	t.Parallel()
 	dir := toolDir(t, `if [ "$#" = 1 ] && [ "$1" = "-V" ]; then echo "agent 4.5.6"; else echo "bad args: $*"; exit 2; fi`)
 	got, err := ResolveExecutable(context.Background(), ExecutableRequest{
 		Command: testCommand, Env: noEnv, PATH: dir, VersionArgs: []string{"-V"},
@@ -423,6 +431,7 @@ func TestResolveExecutableVersionArgs(t *testing.T) {
 }
 
 func TestResolveExecutableProbeTimeout(t *testing.T) {
+	t.Parallel()
 	// The sleep is a grandchild holding the output pipe: the whole group must be killed.
 	dir := toolDir(t, `echo "agent 1.0.0"; /bin/sleep 30`)
 	start := time.Now()
@@ -439,6 +448,7 @@ func TestResolveExecutableProbeTimeout(t *testing.T) {
 }
 
 func TestResolveExecutableBoundsOutput(t *testing.T) {
+	t.Parallel()
 	dir := toolDir(t, `i=0; while [ $i -lt 2000 ]; do printf 'xxxxxxxxxx'; i=$((i+1)); done; exit 1`)
 	_, err := ResolveExecutable(context.Background(), ExecutableRequest{Command: testCommand, Env: noEnv, PATH: dir})
 	r := requireRefusal(t, err)
@@ -458,6 +468,7 @@ func TestResolveExecutableBoundsOutput(t *testing.T) {
 }
 
 func TestResolveExecutableCancelled(t *testing.T) {
+	t.Parallel()
 	dir := toolDir(t, `echo "agent 1.0.0"`)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -468,6 +479,7 @@ func TestResolveExecutableCancelled(t *testing.T) {
 }
 
 func TestResolveExecutableInvalidCommand(t *testing.T) {
+	t.Parallel()
 	for _, cmd := range []string{"", ".", "..", "bin/agent", "/usr/bin/agent"} {
 		_, err := ResolveExecutable(context.Background(), ExecutableRequest{Command: cmd, Env: noEnv, PATH: t.TempDir()})
 		if !errors.Is(err, ErrInvalidCommand) {
@@ -477,6 +489,7 @@ func TestResolveExecutableInvalidCommand(t *testing.T) {
 }
 
 func TestEnvVarForExecutable(t *testing.T) {
+	t.Parallel()
 	tests := map[string]string{
 		"opencode":      "JAM_OPENCODE_BIN",
 		"jam-testagent": "JAM_JAM_TESTAGENT_BIN",
@@ -491,6 +504,7 @@ func TestEnvVarForExecutable(t *testing.T) {
 }
 
 func TestCompareVersionsExecutable(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		a, b string
 		want int
@@ -517,6 +531,7 @@ func TestCompareVersionsExecutable(t *testing.T) {
 // npm installs CLIs as "#!/usr/bin/env node" shims: the probe must run with the PATH it
 // searched, or a candidate whose interpreter sits beside it looks broken.
 func TestResolveExecutableProbesWithTheSearchedPATH(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeTool(t, dir, "jam-fake-interpreter", `echo "agent 3.1.4"`)
 	writeFile(t, dir, testCommand, "#!/usr/bin/env jam-fake-interpreter\n", 0o755)

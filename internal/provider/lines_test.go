@@ -12,6 +12,7 @@ import (
 )
 
 func TestGuardJSONLinesDropsMalformedAndOversizedLines(t *testing.T) {
+	t.Parallel()
 	huge := `{"jsonrpc":"2.0","method":"x","params":"` + strings.Repeat("x", 20<<20) + `"}`
 	in := strings.Join([]string{`{"a":1}`, `{not json`, huge, ``, `{"b":2}`, `{"tail":3}`}, "\n")
 	var logs bytes.Buffer
@@ -24,6 +25,7 @@ func TestGuardJSONLinesDropsMalformedAndOversizedLines(t *testing.T) {
 }
 
 func TestTailBufferKeepsTheEnd(t *testing.T) {
+	t.Parallel()
 	tb := NewTailBuffer(5)
 	_, _ = tb.Write([]byte("hello "))
 	_, _ = tb.Write([]byte("world"))

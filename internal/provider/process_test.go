@@ -2,13 +2,17 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // A provider that crashes while a process it started still holds its stderr must still be
 // seen as exited: otherwise the registry would count a dead runtime as live.
 func TestChildExitIsSeenWhileAGrandchildHoldsStderr(t *testing.T) {
+	t.Parallel()
 	ch, err := Spawn(context.Background(), Command{Path: "/bin/sh",
 		Args:   []string{"-c", "sleep 30 & echo started >&2; exit 3"},
 		Stderr: NewTailBuffer(1 << 10)})
@@ -34,16 +38,11 @@ func TestChildExitIsSeenWhileAGrandchildHoldsStderr(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Kill hung")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for GroupAlive(ch.PID()) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n, _ := ProcessGroupMembers(ch.PID()); n != 0 {
-		t.Fatalf("%d processes of the group survived Kill", n)
-	}
+	wait.Eventually(t, 5*time.Second, groupGone(ch.PID()), "the group to end after Kill")
 }
 
 func TestKillEndsAGroupThatIgnoresSIGTERM(t *testing.T) {
+	t.Parallel()
 	ch, err := Spawn(context.Background(), Command{Path: "/bin/sh",
 		Args: []string{"-c", "trap '' TERM; sleep 30 & wait"}})
 	if err != nil {
@@ -58,11 +57,15 @@ func TestKillEndsAGroupThatIgnoresSIGTERM(t *testing.T) {
 	if ch.Alive() {
 		t.Fatal("leader still alive after Kill")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for GroupAlive(ch.PID()) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n, _ := ProcessGroupMembers(ch.PID()); n != 0 {
-		t.Fatalf("%d processes of the group survived Kill", n)
+	wait.Eventually(t, 5*time.Second, groupGone(ch.PID()), "the group to end after Kill")
+}
+
+// groupGone holds once no live (non-zombie) process of the group pgid is left.
+func groupGone(pgid int) func() error {
+	return func() error {
+		if n, _ := ProcessGroupMembers(pgid); n != 0 {
+			return fmt.Errorf("%d processes of the group survive", n)
+		}
+		return nil
 	}
 }

@@ -25,6 +25,7 @@ func capable() SettlementOptions {
 }
 
 func TestStagingRefusesUnknownConflictingAndLateDispositions(t *testing.T) {
+	t.Parallel()
 	m := human("hi")
 	s := NewSettlement([]Message{m}, capable())
 	emitted := 0
@@ -54,6 +55,7 @@ func TestStagingRefusesUnknownConflictingAndLateDispositions(t *testing.T) {
 }
 
 func TestStagingIsBoundedPerTurn(t *testing.T) {
+	t.Parallel()
 	msgs := []Message{human("a"), human("b"), human("c")}
 	s := NewSettlement(msgs, SettlementOptions{DispositionCapable: true, ExplicitDisposition: true, Max: 2})
 	for _, m := range msgs[:2] {
@@ -65,6 +67,7 @@ func TestStagingIsBoundedPerTurn(t *testing.T) {
 }
 
 func TestStagingRejectsEmptyReplyAndUnknownKind(t *testing.T) {
+	t.Parallel()
 	m := human("a")
 	s := NewSettlement([]Message{m}, capable())
 	_, err := s.Stage(Disposition{MessageID: m.ID, Kind: domain.DispositionReply, Text: "  "}, nil)
@@ -74,6 +77,7 @@ func TestStagingRejectsEmptyReplyAndUnknownKind(t *testing.T) {
 }
 
 func TestFailedOrCancelledTurnSettlesNothing(t *testing.T) {
+	t.Parallel()
 	for _, outcome := range []domain.TurnOutcome{domain.TurnFailed, domain.TurnCancelled} {
 		t.Run(string(outcome), func(t *testing.T) {
 			m := human("hi")
@@ -89,6 +93,7 @@ func TestFailedOrCancelledTurnSettlesNothing(t *testing.T) {
 }
 
 func TestCompleteTurnCommitsDispositionsInOrder(t *testing.T) {
+	t.Parallel()
 	a, b := human("a"), agentMsg("b")
 	s := NewSettlement([]Message{a, b}, capable())
 	_, err := s.Stage(Disposition{MessageID: b.ID, Kind: domain.DispositionNoReply, Reason: "fyi"}, nil)
@@ -105,6 +110,7 @@ func TestCompleteTurnCommitsDispositionsInOrder(t *testing.T) {
 }
 
 func TestFallbackRules(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		msg       func() Message
@@ -137,6 +143,7 @@ func TestFallbackRules(t *testing.T) {
 }
 
 func TestFallbackRepliesToTheNewestAndAcksTheRest(t *testing.T) {
+	t.Parallel()
 	a, b := human("first"), human("second")
 	notice := Message{ID: uuid.New(), Notice: true, Text: "runtime restarted"}
 	s := NewSettlement([]Message{a, notice, b}, SettlementOptions{})
@@ -151,6 +158,7 @@ func TestFallbackRepliesToTheNewestAndAcksTheRest(t *testing.T) {
 }
 
 func TestFinalTextReplacesStreamedDeltas(t *testing.T) {
+	t.Parallel()
 	m := human("q")
 	s := NewSettlement([]Message{m}, SettlementOptions{})
 	s.AddText("draft")
@@ -159,6 +167,7 @@ func TestFinalTextReplacesStreamedDeltas(t *testing.T) {
 }
 
 func TestSilentSuccessfulTurnStagesSyntheticNoReply(t *testing.T) {
+	t.Parallel()
 	a, b := human("a"), human("b")
 	s := NewSettlement([]Message{a, b}, SettlementOptions{})
 	var emitted []Disposition
@@ -171,12 +180,14 @@ func TestSilentSuccessfulTurnStagesSyntheticNoReply(t *testing.T) {
 }
 
 func TestSilentNoReplyIsNotStagedWhenTheTurnSaidSomething(t *testing.T) {
+	t.Parallel()
 	s := NewSettlement([]Message{human("a")}, SettlementOptions{})
 	s.AddText("hello")
 	assert.Empty(t, s.StageSilentNoReply(nil))
 }
 
 func TestSteeredMessagesJoinTheActiveSet(t *testing.T) {
+	t.Parallel()
 	a, b := human("a"), human("b")
 	s := NewSettlement([]Message{a}, capable())
 	_, err := s.Stage(Disposition{MessageID: b.ID, Kind: domain.DispositionNoReply}, nil)
@@ -188,6 +199,7 @@ func TestSteeredMessagesJoinTheActiveSet(t *testing.T) {
 }
 
 func TestReplyTextIsBoundedToAMessage(t *testing.T) {
+	t.Parallel()
 	m := human("q")
 	s := NewSettlement([]Message{m}, SettlementOptions{})
 	big := make([]byte, domain.MaxMessageBytes+100)
@@ -203,6 +215,7 @@ func TestReplyTextIsBoundedToAMessage(t *testing.T) {
 // The fallback is for a turn that disposed of nothing: an agent that answered one message
 // with a tool did not mean its closing text as a reply to the other.
 func TestNoFallbackOnceTheTurnDisposedOfAMessage(t *testing.T) {
+	t.Parallel()
 	a, b := human("first"), human("second")
 	s := NewSettlement([]Message{a, b}, capable())
 	_, err := s.Stage(Disposition{MessageID: a.ID, Kind: domain.DispositionReply, Text: "answer to a"}, nil)

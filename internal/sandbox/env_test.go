@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/internal/sandbox"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 func TestGuestEnvRefusesCustodyKeysAndBareSecrets(t *testing.T) {
@@ -81,7 +82,7 @@ func TestTheEnvFileIsPrivateAndGoneAfterSpawn(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The provider has started (and read the file); the file goes before it is used further.
-	waitFor(t, func() bool { return processReadFile(cmd.Process.Pid) })
+	wait.Eventually(t, 10*time.Second, func() bool { return processReadFile(cmd.Process.Pid) }, "the provider to read its env file")
 	ef.Release()
 	ef.Release()
 	if _, err := os.Stat(ef.Path()); !os.IsNotExist(err) {
@@ -113,17 +114,6 @@ func processReadFile(pid int) bool {
 		}
 	}
 	return false
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestTheSbxClientRunsWithoutCredentials(t *testing.T) {

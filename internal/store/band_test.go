@@ -68,6 +68,7 @@ func humanPost(t *testing.T, s *Store, room uuid.UUID, human, text string) domai
 }
 
 func TestCreatingAnAgentNeverTouchesAnExistingOne(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		first := createAgent(t, s, "builder", domain.AgentOwned, "")
@@ -84,6 +85,7 @@ func TestCreatingAnAgentNeverTouchesAnExistingOne(t *testing.T) {
 }
 
 func TestRunIntentIsPersisted(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := createAgent(t, s, "builder", domain.AgentOwned, "")
@@ -105,6 +107,7 @@ func TestRunIntentIsPersisted(t *testing.T) {
 }
 
 func TestTemplatesBelongToOwnedAgentsAndSavesBumpTheFamilyGeneration(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		attached := createAgent(t, s, "visitor", domain.AgentAttached, "h1")
@@ -135,6 +138,7 @@ func TestTemplatesBelongToOwnedAgentsAndSavesBumpTheFamilyGeneration(t *testing.
 }
 
 func TestAddingAnOwnedAgentMaterializesASessionAndRemovingLeavesATombstone(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := createAgent(t, s, "builder", domain.AgentOwned, "")
@@ -192,6 +196,7 @@ func TestAddingAnOwnedAgentMaterializesASessionAndRemovingLeavesATombstone(t *te
 }
 
 func TestMembershipsWithoutABindingAreFoundAndBound(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := createAgent(t, s, "builder", domain.AgentOwned, "")
@@ -227,6 +232,7 @@ func eventKinds(t *testing.T, s *Store, f EventFilter) []domain.EventKind {
 }
 
 func TestAPostQueuesOneInboundRowPerOtherAgent(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		room := createRoom(t, s, "lab")
@@ -275,6 +281,7 @@ func TestAPostQueuesOneInboundRowPerOtherAgent(t *testing.T) {
 }
 
 func TestSettlementIsIdempotentAndRefusesASecondOutcome(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		room := createRoom(t, s, "lab")
@@ -317,6 +324,7 @@ func TestSettlementIsIdempotentAndRefusesASecondOutcome(t *testing.T) {
 }
 
 func TestReceiveLeasesFenceDeliveriesUntilSettled(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		room := createRoom(t, s, "lab")
@@ -381,6 +389,7 @@ func TestReceiveLeasesFenceDeliveriesUntilSettled(t *testing.T) {
 
 // Two receivers claiming at once never get the same queued message.
 func TestConcurrentClaimsDeliverEachMessageOnce(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		room := createRoom(t, s, "lab")
@@ -432,6 +441,7 @@ func TestConcurrentClaimsDeliverEachMessageOnce(t *testing.T) {
 }
 
 func TestEventIDsFollowCommitOrderWithoutGaps(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		committed := 0
@@ -475,6 +485,7 @@ func TestEventIDsFollowCommitOrderWithoutGaps(t *testing.T) {
 }
 
 func TestDeletingAnAgentRemovesItsRuntimeRecords(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := createAgent(t, s, "builder", domain.AgentOwned, "")
@@ -499,6 +510,7 @@ func TestDeletingAnAgentRemovesItsRuntimeRecords(t *testing.T) {
 // Many concurrent posters: every post succeeds (no serialization failure gives up), and the
 // event log stays dense and in commit order.
 func TestConcurrentPostersAllSucceedWithOrderedEvents(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		room := createRoom(t, s, "busy")
@@ -550,6 +562,7 @@ func TestConcurrentPostersAllSucceedWithOrderedEvents(t *testing.T) {
 // A removed agent's unsettled messages wait for it: they are not delivered outside the
 // room, and an authoritative re-add delivers them.
 func TestARemovedAgentsMessagesWaitForItsReturn(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		room := createRoom(t, s, "lab")
@@ -580,6 +593,7 @@ func TestARemovedAgentsMessagesWaitForItsReturn(t *testing.T) {
 }
 
 func TestDeletingAnAgentTellsItsRoomsItLeft(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		room := createRoom(t, s, "lab")
@@ -596,6 +610,7 @@ func TestDeletingAnAgentTellsItsRoomsItLeft(t *testing.T) {
 }
 
 func TestStaleLeasesThatFenceNothingArePruned(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := createAgent(t, s, "a", domain.AgentAttached, "ha")

@@ -14,6 +14,7 @@ import (
 // A crash between complete.json and the record is repaired by an exact retry; a record never
 // changes under its id; the newest resume observation supersedes older ones, which are kept.
 func TestCheckpointRecordsAreImmutableAndExactRetriesAreRepairs(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := newAgent(t, s)
@@ -79,6 +80,7 @@ func TestCheckpointRecordsAreImmutableAndExactRetriesAreRepairs(t *testing.T) {
 // Retention keeps the newest checkpoint of a host and any an export refers to; a deletion's
 // stages only move forward, and removing the payload stamps the record, which stays.
 func TestCheckpointDeletionIsForwardOnlyAndRetentionKeepsTheNewest(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := newAgent(t, s)

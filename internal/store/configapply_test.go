@@ -51,6 +51,7 @@ func saveCommand(t *testing.T, s *Store, tmpl domain.Template, command string) d
 // started; a failed replacement keeps the old configuration effective with it as the
 // recovery target; the current generation commits once.
 func TestConfigurationGenerationsAreFencedByTheTemplatesDesiredGeneration(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		tmpl, session := applyFixture(t, s)

@@ -37,6 +37,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, s *Store)) {
 }
 
 func TestMigrationsGoDownAndUpAgain(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		v, err := schema.CurrentVersion(ctx, s.Dialect(), s.DB())
@@ -73,6 +74,7 @@ func TestMigrationsGoDownAndUpAgain(t *testing.T) {
 // The schema spells enumeration values in CHECK constraints; this keeps them equal to the
 // domain tables, which are the one source of wire names.
 func TestSchemaChecksAcceptExactlyTheDomainEnums(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := newAgent(t, s)
@@ -165,6 +167,7 @@ VALUES (?, ?, ?, ?, 'archived', 'n', ?, 'fp', ?, ?)`, uuid.New(), a.agent, a.tem
 }
 
 func TestNodesRegisterHeartbeatAndList(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		before, err := s.Now(ctx)
@@ -211,6 +214,7 @@ func TestNodesRegisterHeartbeatAndList(t *testing.T) {
 }
 
 func TestANodeNameServedByAnotherLiveMachineIsRefused(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		if _, err := s.RegisterNode(ctx, domain.Node{Name: "w1", Hostname: "host-a", PID: 1, DataDir: "/data"}); err != nil {
@@ -234,6 +238,7 @@ func TestANodeNameServedByAnotherLiveMachineIsRefused(t *testing.T) {
 }
 
 func TestHeartbeatOfUnregisteredNodeIsNotFound(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		if err := s.HeartbeatNode(context.Background(), domain.Node{Name: "ghost"}); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("err = %v, want ErrNotFound", err)
@@ -245,6 +250,7 @@ func TestHeartbeatOfUnregisteredNodeIsNotFound(t *testing.T) {
 }
 
 func TestRegisterNodeRefusesBadNames(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		for _, name := range []string{"", "-lead", "has space", "a/b", string(make([]byte, 64))} {
 			var ve *domain.ValidationError
@@ -256,6 +262,7 @@ func TestRegisterNodeRefusesBadNames(t *testing.T) {
 }
 
 func TestSettingsAreValidatedAndRoundTrip(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		if _, err := s.GetSetting(ctx, domain.SettingIdleSecs); !errors.Is(err, ErrNotFound) {
@@ -299,6 +306,7 @@ func finished(op domain.WorkspaceOperation, state domain.WorkspaceOpState, class
 }
 
 func TestWorkspaceOperationsMoveForwardOnlyAndJournalEachChange(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		ws := newWorkspace(t, s)
@@ -357,6 +365,7 @@ func TestWorkspaceOperationsMoveForwardOnlyAndJournalEachChange(t *testing.T) {
 }
 
 func TestWorkspaceOperationTransitionTable(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		from, to domain.WorkspaceOpState
 		ok       bool
@@ -409,6 +418,7 @@ func TestWorkspaceOperationTransitionTable(t *testing.T) {
 }
 
 func TestAtMostOneRunningOperationPerWorkspace(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		ws := newWorkspace(t, s)
@@ -432,6 +442,7 @@ func TestAtMostOneRunningOperationPerWorkspace(t *testing.T) {
 }
 
 func TestOneLiveSharedRuntimeHostPerAgent(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		a := newAgent(t, s)
 		if err := insertHost(s, a, uuid.New(), domain.PlacementShared, domain.HostActive); err != nil {
@@ -457,6 +468,7 @@ func TestOneLiveSharedRuntimeHostPerAgent(t *testing.T) {
 }
 
 func TestOneActiveBindingPerAgentAndRoom(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := newAgent(t, s)
@@ -479,6 +491,7 @@ func TestOneActiveBindingPerAgentAndRoom(t *testing.T) {
 }
 
 func TestOneRuntimeHostPerRuntimeSession(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := newAgent(t, s)
@@ -501,6 +514,7 @@ func TestOneRuntimeHostPerRuntimeSession(t *testing.T) {
 }
 
 func TestHostCleanupStagesAdvanceOneAtATime(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := newAgent(t, s)
@@ -563,6 +577,7 @@ func TestHostCleanupStagesAdvanceOneAtATime(t *testing.T) {
 }
 
 func TestInTxRollsBackEverythingOnError(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		boom := errors.New("boom")
@@ -584,6 +599,7 @@ func TestInTxRollsBackEverythingOnError(t *testing.T) {
 // Concurrent read-modify-write transactions on one row must not lose an increment: InTx
 // lines writers up (the Postgres writer lock, SQLite's IMMEDIATE) and retries what collides.
 func TestInTxRetriesConflictingTransactionsWithoutLosingWrites(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		if err := s.PutSetting(ctx, domain.SettingIdleSecs, json.RawMessage(`1`), fixtureTime); err != nil {

@@ -14,6 +14,7 @@ import (
 // The reset record is written once per source host (a retry returns it) and applied exactly
 // once: rooms move to their replacements, the source is archived, nothing is deleted.
 func TestAContinuityResetIsRecordedOnceAndAppliedOnce(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := newAgent(t, s)

@@ -15,6 +15,7 @@ import (
 // minute. Held in a recorded failure, it leaves Reconcile's list, tells its room once, and
 // returns to it when the failure is cleared.
 func TestARuntimeFailureHoldsTheSessionOutOfReconcileUntilCleared(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := createAgent(t, s, "builder", domain.AgentOwned, "")
@@ -82,6 +83,7 @@ func TestARuntimeFailureHoldsTheSessionOutOfReconcileUntilCleared(t *testing.T) 
 }
 
 func TestNodesRecordTheAdaptersTheyRun(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		n, err := s.RegisterNode(ctx, domain.Node{Name: "n1", Hostname: "h", PID: 1, DataDir: "/d",

@@ -15,6 +15,7 @@ import (
 // (a session whose host-session row is gone too, so the control can refuse), and membership
 // and host state move only as the lifecycle allows.
 func TestHostMembershipIsDurableAndItsStatesAreGuarded(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := newAgent(t, s)

@@ -28,6 +28,7 @@ func hostCount(t *testing.T, s *Store, agent uuid.UUID) int {
 }
 
 func TestSharedPlacementReusesOneCompatibleHostForTwoSessions(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := newAgent(t, s)
@@ -52,6 +53,7 @@ func TestSharedPlacementReusesOneCompatibleHostForTwoSessions(t *testing.T) {
 }
 
 func TestDedicatedPlacementIsStableAndIsolatedPerSession(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := newAgent(t, s)
@@ -85,6 +87,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, a.agent, a.template, domain.Placemen
 }
 
 func TestAnIncompatibleLiveSharedHostIsRejectedWithoutASecondOwner(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := newAgent(t, s)
@@ -116,6 +119,7 @@ func TestAnIncompatibleLiveSharedHostIsRejectedWithoutASecondOwner(t *testing.T)
 }
 
 func TestConcurrentSharedAllocationsConvergeOnOneHost(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		a := newAgent(t, s)
 		const n = 8

@@ -38,6 +38,7 @@ func permissionEvents(t *testing.T, s *Store, agent uuid.UUID) []domain.EventKin
 }
 
 func TestPermissionIsDecidedOnceAndRetriesAreIdempotent(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := createAgent(t, s, "builder", domain.AgentAttached, "h1")
@@ -111,6 +112,7 @@ func equalKinds(a, b []domain.EventKind) bool {
 }
 
 func TestAllowAlwaysRecordsTheAgentsRuleForTheToolKey(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := createAgent(t, s, "builder", domain.AgentAttached, "h1")
@@ -150,6 +152,7 @@ func TestAllowAlwaysRecordsTheAgentsRuleForTheToolKey(t *testing.T) {
 }
 
 func TestClosingAPermissionExpiresOrCancelsOnlyPendingRequests(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := createAgent(t, s, "builder", domain.AgentAttached, "h1")
@@ -193,6 +196,7 @@ func TestClosingAPermissionExpiresOrCancelsOnlyPendingRequests(t *testing.T) {
 }
 
 func TestPendingPermissionsAreFoundByAUniqueIDPrefixInTheirRoom(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := createAgent(t, s, "builder", domain.AgentAttached, "h1")
@@ -239,6 +243,7 @@ func TestPendingPermissionsAreFoundByAUniqueIDPrefixInTheirRoom(t *testing.T) {
 }
 
 func TestAPermissionReplyDecidesAndIsNeverDeliveredAsATurn(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		asker := createAgent(t, s, "builder", domain.AgentAttached, "h1")

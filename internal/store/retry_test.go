@@ -10,6 +10,7 @@ import (
 // A busy SQLite database is what InTx retries; the classification must hold for the error
 // the driver really returns, not only for one built by hand.
 func TestABusySQLiteDatabaseIsRetryable(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "busy.db")
 	open := func() *sql.DB {
 		db, err := sql.Open("sqlite", "file:"+path+"?_txlock=immediate&_pragma=journal_mode(WAL)")

@@ -26,6 +26,7 @@ func ownedInRoom(t *testing.T, s *Store) (domain.Agent, domain.Room, uuid.UUID) 
 }
 
 func TestCommitTurnSettlesOnceAndFencesRetiredInstances(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a, room, session := ownedInRoom(t, s)
@@ -101,6 +102,7 @@ func TestCommitTurnSettlesOnceAndFencesRetiredInstances(t *testing.T) {
 }
 
 func TestCommitTurnIsAllOrNothing(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a, room, session := ownedInRoom(t, s)
@@ -123,6 +125,7 @@ func TestCommitTurnIsAllOrNothing(t *testing.T) {
 }
 
 func TestRuntimeExitIsRecordedForTheSessionsRoom(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a, room, session := ownedInRoom(t, s)

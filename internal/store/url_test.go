@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseURLChoosesTheDialect(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in      string
 		dialect schema.Dialect

@@ -27,6 +27,7 @@ func mustInsertExport(t *testing.T, s *Store, e domain.WorkspaceExport) {
 }
 
 func TestManagedWorkspacesReadBackByHostAndTakeExplicitStates(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := newAgent(t, s)
@@ -102,6 +103,7 @@ func TestManagedWorkspacesReadBackByHostAndTakeExplicitStates(t *testing.T) {
 // Provisioning re-records a workspace's state after the fact; an archive must not be undone
 // by a late record. Only an explicit state change (a restore) brings an archived one back.
 func TestRecordingAManagedWorkspaceNeverOverwritesAnArchivedOne(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		stored, recorded, want domain.WorkspaceState
 	}{
@@ -144,6 +146,7 @@ func TestRecordingAManagedWorkspaceNeverOverwritesAnArchivedOne(t *testing.T) {
 }
 
 func TestExportExactRetryChangesNothingAndChangedRecordConflicts(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		ws := newWorkspace(t, s)
@@ -204,6 +207,7 @@ func TestExportExactRetryChangesNothingAndChangedRecordConflicts(t *testing.T) {
 }
 
 func TestExportRecordsRefuseMissingIdsChecksumAndNegativeBytes(t *testing.T) {
+	t.Parallel()
 	nilCheckpoint := uuid.Nil
 	cases := []struct {
 		field  string
@@ -240,6 +244,7 @@ func TestExportRecordsRefuseMissingIdsChecksumAndNegativeBytes(t *testing.T) {
 }
 
 func TestExportsListNewestFirstAndTheirDeletionIsStampedOnce(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		ws := newWorkspace(t, s)
@@ -297,6 +302,7 @@ func TestExportsListNewestFirstAndTheirDeletionIsStampedOnce(t *testing.T) {
 }
 
 func TestTheRunningOperationIsFoundAndHistoryListsNewestFirst(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		ws := newWorkspace(t, s)
@@ -352,6 +358,7 @@ func TestTheRunningOperationIsFoundAndHistoryListsNewestFirst(t *testing.T) {
 // whether it is created running or a pending one is started, and the refused write leaves
 // no trace (no row change, no event).
 func TestASecondRunningOperationConflictsWhetherCreatedOrStarted(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		ws := newWorkspace(t, s)
@@ -394,6 +401,7 @@ func TestASecondRunningOperationConflictsWhetherCreatedOrStarted(t *testing.T) {
 }
 
 func TestHostCleanupOfHostFindsTheHostsOneCleanup(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := newAgent(t, s)
@@ -431,6 +439,7 @@ func TestHostCleanupOfHostFindsTheHostsOneCleanup(t *testing.T) {
 }
 
 func TestRestoringACheckpointPayloadClearsItsDeletionStamp(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		ws := newWorkspace(t, s)
@@ -507,6 +516,7 @@ func countRows(t *testing.T, s *Store, query string, args ...any) int {
 // Deleting an agent cascades its sessions to their workspaces and its hosts to their
 // checkpoints and cleanup records; the export records outlive all of them.
 func TestDeletingAnAgentKeepsItsExportsAndTakesItsHostCleanups(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		f := newAgentWithExport(t, s)
@@ -543,6 +553,7 @@ func TestDeletingAnAgentKeepsItsExportsAndTakesItsHostCleanups(t *testing.T) {
 // workspace is gone and clears references to checkpoints that are gone: the old schema's
 // foreign keys cannot hold them.
 func TestExportsMigrationKeepsRecordsGoingDownAndUp(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		f := newAgentWithExport(t, s)

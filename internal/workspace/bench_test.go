@@ -28,6 +28,7 @@ import (
 // to bench/export.json; it does not gate. JAM_BENCH_EXPORT_MIB shrinks the tree for a quick
 // look and JAM_BENCH_EXPORT_RUNS sets the runs (default 5).
 func TestExportBenchmark(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("JAM_BENCH") != "1" {
 		t.Skip("benchmark: run with `make bench` (JAM_BENCH=1)")
 	}

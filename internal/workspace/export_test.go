@@ -62,6 +62,7 @@ func newFixture(t *testing.T) fixture {
 }
 
 func TestNewExportsIsUnderTheDataDirectory(t *testing.T) {
+	t.Parallel()
 	e := workspace.NewExports(domain.Layout{Root: "/data"})
 	id := uuid.New()
 	if e.Root != "/data/workspace-exports" || e.Dir(id) != (domain.Layout{Root: "/data"}).ExportDir(id) {
@@ -70,6 +71,7 @@ func TestNewExportsIsUnderTheDataDirectory(t *testing.T) {
 }
 
 func TestExportThenVerifyRoundTripsBytesModesAndSymlinks(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	m, err := f.exports.Create(id, f.owner, f.src)
@@ -148,6 +150,7 @@ func TestExportThenVerifyRoundTripsBytesModesAndSymlinks(t *testing.T) {
 }
 
 func TestExportOfAWorkspaceThatIsASymlinkIsRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	link := filepath.Join(t.TempDir(), "session-link")
 	must(t, os.Symlink(f.src.Workspace, link))
@@ -162,6 +165,7 @@ func TestExportOfAWorkspaceThatIsASymlinkIsRefused(t *testing.T) {
 }
 
 func TestExportWithoutCheckpoint(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	m, err := f.exports.Create(id, f.owner, workspace.ExportSource{Workspace: f.src.Workspace})
@@ -180,6 +184,7 @@ func TestExportWithoutCheckpoint(t *testing.T) {
 }
 
 func TestExportExactRetryReturnsTheExistingExportWithoutRewriting(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	first, err := f.exports.Create(id, f.owner, f.src)
@@ -206,6 +211,7 @@ func TestExportExactRetryReturnsTheExistingExportWithoutRewriting(t *testing.T) 
 }
 
 func TestExportUnderAnIdOfAnotherOwnerOrCheckpointConflicts(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	if _, err := f.exports.Create(id, f.owner, f.src); err != nil {
@@ -236,6 +242,7 @@ func TestExportUnderAnIdOfAnotherOwnerOrCheckpointConflicts(t *testing.T) {
 }
 
 func TestExportRedoesAPartialStagingLeftByACrash(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	partial := filepath.Join(f.exports.Root, "."+id.String()+".partial")
@@ -259,6 +266,7 @@ func TestExportRedoesAPartialStagingLeftByACrash(t *testing.T) {
 }
 
 func TestConcurrentCreatesOfOneExportAgree(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	var wg sync.WaitGroup
@@ -282,6 +290,7 @@ func TestConcurrentCreatesOfOneExportAgree(t *testing.T) {
 }
 
 func TestExportFilesAreCopiesNotHardLinksOfTheSource(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	if _, err := f.exports.Create(id, f.owner, f.src); err != nil {
@@ -308,6 +317,7 @@ func TestExportFilesAreCopiesNotHardLinksOfTheSource(t *testing.T) {
 }
 
 func TestExportBeyondTheLimitsIsRefusedAndLeavesNothing(t *testing.T) {
+	t.Parallel()
 	for name, lim := range map[string]workspace.ExportLimits{
 		"entries": {MaxEntries: 5, MaxBytes: 1 << 30, MaxDepth: 64},
 		"bytes":   {MaxEntries: 1000, MaxBytes: 1000, MaxDepth: 64},
@@ -329,6 +339,7 @@ func TestExportBeyondTheLimitsIsRefusedAndLeavesNothing(t *testing.T) {
 }
 
 func TestExportOfAMissingWorkspaceFails(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.src.Workspace = filepath.Join(t.TempDir(), "absent")
 	id := uuid.New()
@@ -339,6 +350,7 @@ func TestExportOfAMissingWorkspaceFails(t *testing.T) {
 }
 
 func TestVerifyDetectsTampering(t *testing.T) {
+	t.Parallel()
 	for name, tamper := range map[string]func(dir string) error{
 		"content, same size": func(dir string) error {
 			return os.WriteFile(filepath.Join(dir, "workspace/README.md"), []byte("HELLO\n"), 0o600)
@@ -388,6 +400,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 }
 
 func TestACorruptExportIsNeverWrittenOver(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	if _, err := f.exports.Create(id, f.owner, f.src); err != nil {
@@ -410,6 +423,7 @@ func TestACorruptExportIsNeverWrittenOver(t *testing.T) {
 // checksum but names a path outside the export (or under a symlink) is corrupt, so no
 // restore ever follows it.
 func TestAManifestNamingPathsOutsideTheExportIsCorrupt(t *testing.T) {
+	t.Parallel()
 	for name, mut := range map[string]func(m *workspace.ExportManifest){
 		"parent path": func(m *workspace.ExportManifest) {
 			m.Entries = append(m.Entries, workspace.ExportEntry{Path: "workspace/../../escape", Type: workspace.EntryFile})
@@ -458,6 +472,7 @@ func TestAManifestNamingPathsOutsideTheExportIsCorrupt(t *testing.T) {
 }
 
 func TestStatOfAMissingExport(t *testing.T) {
+	t.Parallel()
 	e := workspace.Exports{Root: t.TempDir()}
 	id := uuid.New()
 	for name, call := range map[string]func() error{
@@ -477,6 +492,7 @@ func TestStatOfAMissingExport(t *testing.T) {
 }
 
 func TestRestoreWorkspaceRoundTrips(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	if _, err := f.exports.Create(id, f.owner, f.src); err != nil {
@@ -512,6 +528,7 @@ func TestRestoreWorkspaceRoundTrips(t *testing.T) {
 }
 
 func TestRestoreWorkspaceNeverWritesOverAnExistingDestination(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	if _, err := f.exports.Create(id, f.owner, f.src); err != nil {
@@ -538,6 +555,7 @@ func TestRestoreWorkspaceNeverWritesOverAnExistingDestination(t *testing.T) {
 }
 
 func TestRestoreOfATamperedExportRestoresNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	if _, err := f.exports.Create(id, f.owner, f.src); err != nil {
@@ -556,6 +574,7 @@ func TestRestoreOfATamperedExportRestoresNothing(t *testing.T) {
 }
 
 func TestRestoreIgnoresAndCleansAbandonedStaging(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	if _, err := f.exports.Create(id, f.owner, f.src); err != nil {
@@ -583,6 +602,7 @@ func TestRestoreIgnoresAndCleansAbandonedStaging(t *testing.T) {
 }
 
 func TestRestoreCheckpoint(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	if _, err := f.exports.Create(id, f.owner, f.src); err != nil {
@@ -621,6 +641,7 @@ func TestRestoreCheckpoint(t *testing.T) {
 }
 
 func TestRemoveIsIdempotentAndFinishesATombstone(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := uuid.New()
 	if err := f.exports.Remove(id); err != nil {
@@ -663,6 +684,7 @@ func TestRemoveIsIdempotentAndFinishesATombstone(t *testing.T) {
 }
 
 func TestRemoveWithoutAnExportsDirectory(t *testing.T) {
+	t.Parallel()
 	e := workspace.Exports{Root: filepath.Join(t.TempDir(), "absent")}
 	if err := e.Remove(uuid.New()); err != nil {
 		t.Fatal(err)
@@ -673,6 +695,7 @@ func TestRemoveWithoutAnExportsDirectory(t *testing.T) {
 }
 
 func TestNilIdsAreRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	if _, err := f.exports.Create(uuid.Nil, f.owner, f.src); err == nil {
 		t.Fatal("nil export id accepted")

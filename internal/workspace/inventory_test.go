@@ -63,6 +63,7 @@ func inspect(t *testing.T, ws string) workspace.RepoInventory {
 }
 
 func TestInspectRepositories(t *testing.T) {
+	t.Parallel()
 	requireGit(t)
 	for _, tc := range []struct {
 		name     string
@@ -244,6 +245,7 @@ func TestInspectRepositories(t *testing.T) {
 // A guest controls the repository's configuration. Nothing it configures may run on the
 // host: not core.fsmonitor, not a filter driver, not a hook, not an included config.
 func TestInspectRepositoriesNeverRunsTheGuestsConfiguration(t *testing.T) {
+	t.Parallel()
 	requireGit(t)
 	ws := t.TempDir()
 	repo := cleanRepo(t, ws, "app")
@@ -299,6 +301,7 @@ func TestInspectRepositoriesNeverRunsTheGuestsConfiguration(t *testing.T) {
 }
 
 func TestInspectRepositoriesTruncatesBeyondSixteen(t *testing.T) {
+	t.Parallel()
 	requireGit(t)
 	ws := t.TempDir()
 	for i := range 17 {
@@ -335,6 +338,7 @@ func TestInspectRepositoriesWithoutGit(t *testing.T) {
 }
 
 func TestInspectRepositoriesOfAnAbsentWorkspace(t *testing.T) {
+	t.Parallel()
 	inv, err := workspace.InspectRepositories(context.Background(), filepath.Join(t.TempDir(), "absent"), os.Getenv("PATH"))
 	if err != nil || len(inv.Repositories) != 0 || len(inv.Blockers()) != 0 {
 		t.Fatalf("%+v %v", inv, err)
@@ -342,6 +346,7 @@ func TestInspectRepositoriesOfAnAbsentWorkspace(t *testing.T) {
 }
 
 func TestInspectRepositoriesLeavesTheRepositoryAsItWas(t *testing.T) {
+	t.Parallel()
 	requireGit(t)
 	ws := t.TempDir()
 	repo := cleanRepo(t, ws, "app")
@@ -362,6 +367,7 @@ func TestInspectRepositoriesLeavesTheRepositoryAsItWas(t *testing.T) {
 }
 
 func TestInspectRepositoriesStopsWithItsContext(t *testing.T) {
+	t.Parallel()
 	requireGit(t)
 	ws := t.TempDir()
 	cleanRepo(t, ws, "app")

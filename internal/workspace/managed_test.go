@@ -16,6 +16,7 @@ import (
 )
 
 func TestManagedPathsDeriveOnlyFromUUIDs(t *testing.T) {
+	t.Parallel()
 	l := domain.Layout{Root: "/data"}
 	host, session := uuid.New(), uuid.New()
 	p, err := workspace.ManagedPaths(l, host)
@@ -50,6 +51,7 @@ func TestManagedPathsDeriveOnlyFromUUIDs(t *testing.T) {
 }
 
 func TestProvisioningIsIdempotentAndPrivate(t *testing.T) {
+	t.Parallel()
 	p, _ := workspace.ManagedPaths(domain.Layout{Root: t.TempDir()}, uuid.New())
 	agent, a, b := uuid.New(), uuid.New(), uuid.New()
 	var wg sync.WaitGroup
@@ -92,6 +94,7 @@ func TestProvisioningIsIdempotentAndPrivate(t *testing.T) {
 }
 
 func TestACorruptManifestIsPreservedAndNeedsReconciliation(t *testing.T) {
+	t.Parallel()
 	for name, body := range map[string]string{
 		"unreadable":    "{not json",
 		"another agent": `{"version":1,"runtime_host":"HOST","agent_id":"` + uuid.NewString() + `"}`,

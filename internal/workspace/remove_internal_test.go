@@ -12,6 +12,7 @@ import (
 // never changes what a symlink points at. (Tests usually run as root, where a read-only
 // directory does not stop RemoveAll, so the fallback is exercised directly.)
 func TestChmodDirsMakesDirectoriesWritableWithoutFollowingLinks(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join(t.TempDir(), "tomb")
 	outside := t.TempDir()
 	for _, d := range []string{"a/b/c", "ro"} {

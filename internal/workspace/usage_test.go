@@ -15,6 +15,7 @@ import (
 )
 
 func TestRemoveSessionWorkspaceLeavesSiblings(t *testing.T) {
+	t.Parallel()
 	p, err := workspace.ManagedPaths(domain.Layout{Root: t.TempDir()}, uuid.New())
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +68,7 @@ func TestRemoveSessionWorkspaceLeavesSiblings(t *testing.T) {
 }
 
 func TestRemoveSessionWorkspaceOfAHostWithoutWorkspaces(t *testing.T) {
+	t.Parallel()
 	p, _ := workspace.ManagedPaths(domain.Layout{Root: t.TempDir()}, uuid.New())
 	if err := workspace.RemoveSessionWorkspace(p, uuid.New()); err != nil {
 		t.Fatal(err)
@@ -77,6 +79,7 @@ func TestRemoveSessionWorkspaceOfAHostWithoutWorkspaces(t *testing.T) {
 }
 
 func TestDirBytes(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	dir := filepath.Join(root, "ws")
 	writeTree(t, dir, map[string]string{"a": "12345", "sub/b": "123", "sub/deeper/c": ""})

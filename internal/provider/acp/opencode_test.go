@@ -22,6 +22,7 @@ import (
 // TestOpenCodeHandshake drives the real `opencode acp` (npm opencode-ai) through the same
 // adapter: initialize v1 and session/new, offline, with its home in a temporary directory.
 func TestOpenCodeHandshake(t *testing.T) {
+	t.Parallel()
 	row, ok := domain.LookupTransport(domain.TransportOpenCode)
 	require.True(t, ok)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -58,6 +59,7 @@ func openCodeConfig(baseURL string) string {
 // of `opencode acp` against the scripted model server: a reply, then a new process that
 // loads the same session and sends the model the earlier turn.
 func TestOpenCodeAnswersThroughTheStubModelAndResumesItsSessionInANewProcess(t *testing.T) {
+	t.Parallel()
 	exe := realagent.Require(t, "opencode")
 	model, err := stubmodel.Start(nil)
 	require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/provider/acp"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 func TestMain(m *testing.M) {
@@ -117,13 +118,16 @@ func run(t *testing.T, rt provider.Runtime, turn provider.Turn) provider.TurnRes
 
 func groupGone(t *testing.T, pgid int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		n, err := provider.ProcessGroupMembers(pgid)
-		return err == nil && n == 0
-	}, 10*time.Second, 50*time.Millisecond, "process group %d still has members", pgid)
+	wait.Eventually(t, 10*time.Second, func() error {
+		if n, err := provider.ProcessGroupMembers(pgid); err != nil || n != 0 {
+			return fmt.Errorf("%d members (%v)", n, err)
+		}
+		return nil
+	}, "process group %d to have no members", pgid)
 }
 
 func TestPrepareReportsIdentityAndBindsANewSession(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "--name", "Scripted Agent")
 	rt, p := f.start(t)
 	assert.True(t, strings.HasPrefix(p.ProviderSessionID, "tas_"))
@@ -148,6 +152,7 @@ func TestPrepareReportsIdentityAndBindsANewSession(t *testing.T) {
 }
 
 func TestDirectives(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 
@@ -262,6 +267,7 @@ func TestDirectives(t *testing.T) {
 }
 
 func TestPreambleRidesOnTheFirstPromptAndWhenItChanges(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.spec.Briefing = "Always answer in haiku."
 	rt, _ := f.start(t)
@@ -274,6 +280,7 @@ func TestPreambleRidesOnTheFirstPromptAndWhenItChanges(t *testing.T) {
 }
 
 func TestExactResumeAfterTheAgentProcessRestarts(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	f := newFixtureIn(t, state)
 	rt, p := f.start(t)
@@ -296,6 +303,7 @@ func TestExactResumeAfterTheAgentProcessRestarts(t *testing.T) {
 }
 
 func TestExactResumeThroughSessionResumeWhenLoadIsNotAdvertised(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	f := newFixtureIn(t, state, "--no-load")
 	rt, p := f.start(t)
@@ -311,6 +319,7 @@ func TestExactResumeThroughSessionResumeWhenLoadIsNotAdvertised(t *testing.T) {
 }
 
 func TestExactResumeFailsClosed(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -335,6 +344,7 @@ func TestExactResumeFailsClosed(t *testing.T) {
 }
 
 func TestCancelInterruptsASlowTurn(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 	for _, how := range []string{"context", "interrupt"} {
@@ -365,6 +375,7 @@ func TestCancelInterruptsASlowTurn(t *testing.T) {
 }
 
 func TestASecondConcurrentTurnIsRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 	first := turnOf("[[slow 2]]")
@@ -373,7 +384,7 @@ func TestASecondConcurrentTurnIsRefused(t *testing.T) {
 		defer close(done)
 		_, _ = rt.RunTurn(context.Background(), first)
 	}()
-	require.Eventually(t, func() bool { return len(f.rec.find(first.ID, domain.AgentTurnStarted)) > 0 }, 10*time.Second, 10*time.Millisecond)
+	wait.Eventually(t, 10*time.Second, func() bool { return len(f.rec.find(first.ID, domain.AgentTurnStarted)) > 0 }, "the first turn to start")
 	_, err := rt.RunTurn(context.Background(), turnOf("second"))
 	assert.ErrorIs(t, err, provider.ErrTurnInProgress)
 	<-done
@@ -394,6 +405,7 @@ func (b *broker) Request(_ context.Context, req provider.PermissionRequest) (pro
 }
 
 func TestPermissionRequestsGoThroughTheBroker(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		decision domain.PermissionDecision
 		want     string
@@ -422,6 +434,7 @@ func TestPermissionRequestsGoThroughTheBroker(t *testing.T) {
 }
 
 func TestWithoutABrokerPermissionIsDeniedOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 	res := run(t, rt, turnOf("[[permission]]"))
@@ -438,6 +451,7 @@ func (b *blockingBroker) Request(ctx context.Context, _ provider.PermissionReque
 }
 
 func TestCancellingATurnCancelsItsPendingPermission(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	b := &blockingBroker{asked: make(chan struct{})}
 	f.spec.Permissions = b
@@ -450,6 +464,7 @@ func TestCancellingATurnCancelsItsPendingPermission(t *testing.T) {
 }
 
 func TestCrashMidTurnFailsTheTurnAndLeavesNoProcess(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 	pid := rt.Liveness().PID
@@ -470,6 +485,7 @@ func TestCrashMidTurnFailsTheTurnAndLeavesNoProcess(t *testing.T) {
 }
 
 func TestTeardownReapsTheWholeProcessGroup(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "--grandchild")
 	rt, _ := f.start(t)
 	pid := rt.Liveness().PID
@@ -485,6 +501,7 @@ func TestTeardownReapsTheWholeProcessGroup(t *testing.T) {
 }
 
 func TestARetiredInstanceEmitsNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 	require.NoError(t, rt.Teardown(context.Background(), domain.CheckpointBeforeStop))
@@ -527,6 +544,7 @@ func muteAgentReadyIn(t *testing.T, ready time.Duration) (rt provider.Runtime, s
 // readiness bound holds even under a caller deadline that is much longer, fails with a
 // clear error and leaves nothing running.
 func TestAnAgentThatNeverAnswersInitializeFailsAtItsReadinessBound(t *testing.T) {
+	t.Parallel()
 	rt, spawned := muteAgentReadyIn(t, 700*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -540,6 +558,7 @@ func TestAnAgentThatNeverAnswersInitializeFailsAtItsReadinessBound(t *testing.T)
 }
 
 func TestCancelledPrepareReapsWhatItStarted(t *testing.T) {
+	t.Parallel()
 	rt, spawned := muteAgent(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
@@ -576,17 +595,23 @@ func TestAnAgentIgnoringCancelIsKilledAndLeaksNothing(t *testing.T) {
 		t.Fatal("the stubborn agent was not killed")
 	}
 	groupGone(t, prepared.PID)
-	time.Sleep(2500 * time.Millisecond) // past the moment the agent would have sent its late text
-	f.rec.mu.Lock()
-	for _, e := range f.rec.events {
-		assert.NotContains(t, e.Text, "late text", "event %s of turn %q", e.Kind, e.TurnID)
-	}
-	f.rec.mu.Unlock()
+	// Past the moment the agent would have sent its late text.
+	wait.Never(t, 2500*time.Millisecond, func() bool {
+		f.rec.mu.Lock()
+		defer f.rec.mu.Unlock()
+		for _, e := range f.rec.events {
+			if strings.Contains(e.Text, "late text") {
+				return true
+			}
+		}
+		return false
+	}, "the cancelled turn's late text recorded as an event")
 	_, err = rt.RunTurn(context.Background(), turnOf("next"))
 	require.ErrorIs(t, err, provider.ErrRuntimeExited)
 }
 
 func TestATurnCancelledBeforeItIsSentNeverReachesTheAgent(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rt, _ := f.start(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -602,6 +627,7 @@ func TestATurnCancelledBeforeItIsSentNeverReachesTheAgent(t *testing.T) {
 // Teardown must not wait out a handshake that hangs: it ends the Prepare in flight, which
 // reaps what it started.
 func TestTeardownEndsAHungPrepare(t *testing.T) {
+	t.Parallel()
 	rt, spawned := muteAgent(t)
 	prepared := make(chan error, 1)
 	go func() {

@@ -2,6 +2,7 @@ package codex_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/jam-dev/jam/internal/provider/codex"
 	"github.com/jam-dev/jam/internal/testsupport/realagent"
 	"github.com/jam-dev/jam/internal/testsupport/stubmodel"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // These tests drive the real `codex app-server` (npm @openai/codex, pinned in .ci/run)
@@ -115,6 +117,7 @@ func replyOf(p provider.Plan, id uuid.UUID) (provider.Settle, bool) {
 }
 
 func TestCodexAnswersThroughItsReplyToolAndResumesTheThreadInANewProcess(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, stubmodel.ReplyTool)
 	rt, p, rec := f.start("")
 	assert.NotEmpty(t, p.ProviderSessionID)
@@ -153,6 +156,7 @@ func TestCodexAnswersThroughItsReplyToolAndResumesTheThreadInANewProcess(t *test
 }
 
 func TestAResumeOfAThreadCodexDoesNotHaveFailsClosed(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, stubmodel.ReplyTool)
 	rec := &recorder{}
 	rt, err := codex.New(f.spec("0190d0c5-0000-7000-8000-000000000000", rec))
@@ -167,6 +171,7 @@ func TestAResumeOfAThreadCodexDoesNotHaveFailsClosed(t *testing.T) {
 // A turn that ends without a disposition falls back to the final text for a human's
 // message, and posts nothing for another agent's (two agents must not loop).
 func TestATurnWithoutADispositionFallsBackOnlyForHumans(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, stubmodel.Echo)
 	rt, _, _ := f.start("")
 	h := human("hello")
@@ -188,6 +193,7 @@ func TestATurnWithoutADispositionFallsBackOnlyForHumans(t *testing.T) {
 // A message that arrives while the model streams is steered into the same turn: the
 // model's next request holds it and both are settled by the one turn.
 func TestAMessageArrivingMidTurnIsSteeredIntoIt(t *testing.T) {
+	t.Parallel()
 	var first sync.Once
 	streaming := make(chan struct{})
 	f := newFixture(t, func(r stubmodel.Request) stubmodel.Reply {
@@ -203,11 +209,9 @@ func TestAMessageArrivingMidTurnIsSteeredIntoIt(t *testing.T) {
 	done := make(chan provider.TurnResult, 1)
 	go func() { done <- run(t, rt, m1) }()
 	<-streaming
-	var err error
-	require.Eventually(t, func() bool {
-		err = rt.Steer(context.Background(), []provider.Message{m2})
-		return err == nil
-	}, 10*time.Second, 50*time.Millisecond, "steer: %v", err)
+	wait.Eventually(t, 10*time.Second, func() error {
+		return rt.Steer(context.Background(), []provider.Message{m2})
+	}, "the steer to be taken")
 	res := <-done
 	require.Equal(t, domain.TurnComplete, res.Outcome, "%v", res.Err)
 	for _, m := range []provider.Message{m1, m2} {
@@ -224,6 +228,7 @@ func TestAMessageArrivingMidTurnIsSteeredIntoIt(t *testing.T) {
 
 // An interrupt ends a slow turn as Cancelled at once and settles nothing.
 func TestAnInterruptedTurnEndsCancelledAndSettlesNothing(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{}, 1)
 	f := newFixture(t, func(r stubmodel.Request) stubmodel.Reply {
 		select {
@@ -252,6 +257,7 @@ func TestAnInterruptedTurnEndsCancelledAndSettlesNothing(t *testing.T) {
 // When the thread no longer fits the context window Codex compacts it once and retries;
 // when that fails too the human gets an apology rather than silence.
 func TestAFullContextWindowIsCompactedThenApologizedFor(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	n := 0
 	f := newFixture(t, func(r stubmodel.Request) stubmodel.Reply {
@@ -289,6 +295,7 @@ func (b *broker) Request(_ context.Context, req provider.PermissionRequest) (pro
 // A command Codex wants to run under an untrusted approval policy reaches the permission
 // broker; a denial is what Codex hears.
 func TestACommandApprovalReachesThePermissionBroker(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	calls := 0
 	f := newFixture(t, func(r stubmodel.Request) stubmodel.Reply {
@@ -320,6 +327,7 @@ func TestACommandApprovalReachesThePermissionBroker(t *testing.T) {
 // model's tool calls reach the room whose thread made them, and the process lives until the
 // last room leaves.
 func TestTheRoomsOfASharedHostShareOneAppServer(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, stubmodel.ReplyTool)
 	host := uuid.New()
 	start := func() (provider.Runtime, provider.Prepared) {
@@ -360,8 +368,10 @@ func TestTheRoomsOfASharedHostShareOneAppServer(t *testing.T) {
 	res := run(t, b, human("still here"))
 	assert.Equal(t, domain.TurnComplete, res.Outcome, "%v", res.Err)
 	require.NoError(t, b.Teardown(context.Background(), domain.CheckpointBeforeStop))
-	require.Eventually(t, func() bool {
-		n, err := provider.ProcessGroupMembers(pa.PID)
-		return err == nil && n == 0
-	}, 10*time.Second, 50*time.Millisecond, "the app-server outlived the host's last room")
+	wait.Eventually(t, 10*time.Second, func() error {
+		if n, err := provider.ProcessGroupMembers(pa.PID); err != nil || n != 0 {
+			return fmt.Errorf("%d members (%v)", n, err)
+		}
+		return nil
+	}, "the app-server to end with the host's last room")
 }
