@@ -89,7 +89,47 @@ func (s *Server) startOperation(c *gin.Context, op domain.Operation, start opera
 		}
 	}
 	c.Header("Location", "/v1/operations/"+op.ID.String())
+	if s.watch != nil {
+		go s.watchOperation(s.watch, op)
+	}
 	return s.answerOperation(c, op, wait, http.StatusAccepted)
+}
+
+// WatchOperations makes this server record every operation's outcome when it finishes (and
+// so put operation_finished on the event stream) without anyone polling: each operation it
+// starts, and those a previous process left running, are followed until ctx ends.
+func (s *Server) WatchOperations(ctx context.Context) {
+	s.watch = ctx
+	go func() {
+		ops, err := s.cfg.Store.RunningOperations(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("list running operations", "error", err)
+			}
+			return
+		}
+		for _, op := range ops {
+			go s.watchOperation(ctx, op)
+		}
+	}()
+}
+
+// watchOperation follows one operation until Temporal reports its outcome, then records it.
+func (s *Server) watchOperation(ctx context.Context, op domain.Operation) {
+	for ctx.Err() == nil {
+		out, err := contract.Observe(ctx, s.cfg.Temporal, op, maxOperationWait)
+		switch {
+		case err == nil && out.Done:
+			s.finishOperation(ctx, &op, out)
+			return
+		case err != nil:
+			// Temporal unreachable or the record gone: try again later; a GET also records it.
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}
 }
 
 // getOperation is GET /v1/operations/{id}[?wait=30s].

@@ -3,6 +3,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -43,6 +44,8 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	engine *gin.Engine
+	// watch, when set (WatchOperations), is the lifetime of the operation watchers.
+	watch context.Context
 }
 
 func init() { gin.SetMode(gin.ReleaseMode) }

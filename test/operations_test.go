@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/api/client"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
@@ -87,8 +89,27 @@ func TestLongOperationsAnswer202AndAreFollowedThroughTheOperationResource(t *tes
 	}
 
 	// Deleting the newest checkpoint's payload is refused by retention: a failed operation
-	// with the error table's class and the status the route would have answered.
-	op = finish(start(host+"/checkpoints/"+k.ID.String()+"/delete-payload", api.DeletePayloadRequest{ConfirmPermanent: true}))
+	// with the error table's class and the status the route would have answered. Nobody
+	// polls it: the server records its outcome and tells the event stream.
+	op = start(host+"/checkpoints/"+k.ID.String()+"/delete-payload", api.DeletePayloadRequest{ConfirmPermanent: true})
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	found := errors.New("found")
+	var told struct {
+		Operation    uuid.UUID `json:"operation"`
+		Status       string    `json:"status"`
+		FailureClass string    `json:"failure_class"`
+	}
+	err := c.Stream(sctx, "/v1/events", "0", func(e client.Event) error {
+		if e.Data.Kind == domain.EventOperationFinished && json.Unmarshal(e.Data.Payload, &told) == nil && told.Operation == op.ID {
+			return found
+		}
+		return nil
+	})
+	if !errors.Is(err, found) || told.Status != string(domain.OperationFailed) || told.FailureClass != string(domain.ErrTypeRetained) {
+		t.Fatalf("operation_finished for %s: %v %+v", op.ID, err, told)
+	}
+	op = finish(op)
 	if op.Status != domain.OperationFailed || op.Failure == nil || op.Failure.Class != string(domain.ErrTypeRetained) ||
 		op.Failure.Status != http.StatusConflict || !strings.Contains(op.Failure.Message, "newest") {
 		t.Fatalf("refused deletion %+v (failure %+v)", op, op.Failure)
@@ -96,8 +117,9 @@ func TestLongOperationsAnswer202AndAreFollowedThroughTheOperationResource(t *tes
 
 	// A host control, followed by the CLI.
 	op = start(host+"/control", api.HostControlRequest{Action: domain.HostStop})
+	var out string
 	cli := []string{"JAM_URL=" + e.d.apiURL, "JAM_HOME=" + filepath.Dir(e.d.tokenFile)}
-	out, err := runJam(t, cli, "operation", "wait", op.ID.String())
+	out, err = runJam(t, cli, "operation", "wait", op.ID.String())
 	if err != nil || !strings.Contains(out, "succeeded") || !strings.Contains(out, `"stop"`) {
 		t.Fatalf("jam operation wait: %v\n%s", err, out)
 	}

@@ -207,6 +207,7 @@ func startAPI(cfg api.Config, listen string, limits HTTPLimits) (*apiServer, err
 		return nil, fmt.Errorf("listen for the API on %s: %w", listen, err)
 	}
 	base, stop := context.WithCancel(context.Background())
+	srv.WatchOperations(base)
 	a := &apiServer{
 		http: &http.Server{
 			Handler:           srv.Handler(),

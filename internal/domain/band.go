@@ -77,13 +77,18 @@ const (
 	// EventRuntimeFailed: a runtime cannot start for a reason retrying will not fix; its
 	// session holds in the failed phase (with the class and reason) until something changes.
 	EventRuntimeFailed EventKind = "runtime_failed"
+	// EventOperationStarted and EventOperationFinished follow a long operation (GET
+	// /v1/operations/{id}); finished carries its status and failure class.
+	EventOperationStarted  EventKind = "operation_started"
+	EventOperationFinished EventKind = "operation_finished"
 )
 
 var EventKinds = NewEnum("event_kind",
 	EventAgentCreated, EventAgentUpdated, EventAgentDeleted, EventAgentRunIntent, EventRoomCreated,
 	EventRoomAdded, EventRoomRemoved, EventSessionBound, EventMessagePosted, EventInboundQueued,
 	EventMessageSettled, EventTemplateSaved, EventRuntimeActivity, EventRuntimeExited,
-	EventRuntimeStopped, EventRuntimePermissionAsked, EventRuntimePermissionDecided, EventRuntimeFailed)
+	EventRuntimeStopped, EventRuntimePermissionAsked, EventRuntimePermissionDecided, EventRuntimeFailed,
+	EventOperationStarted, EventOperationFinished)
 
 func (v *EventKind) UnmarshalText(b []byte) error { return unmarshalEnum(EventKinds, b, v) }
 

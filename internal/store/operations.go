@@ -44,10 +44,18 @@ func (r operationRow) domain() domain.Operation {
 // CreateOperation records a long operation before its workflow or update starts (intent
 // first: a crash between the two leaves a record GET can still resolve by workflow id).
 func (q *Q) CreateOperation(ctx context.Context, op domain.Operation) error {
-	_, err := q.exec(ctx, `
+	at := domain.Timestamp(op.CreatedAt)
+	err := q.atomic(ctx, func(q *Q) error {
+		if _, err := q.exec(ctx, `
 INSERT INTO operations (id, kind, target_kind, target_id, workflow_id, run_id, update_id, status, created_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, op.ID, op.Kind, op.TargetKind, op.TargetID, op.WorkflowID, op.RunID,
-		op.UpdateID, domain.OperationRunning, domain.Timestamp(op.CreatedAt))
+			op.UpdateID, domain.OperationRunning, at); err != nil {
+			return err
+		}
+		_, err := q.appendEvents(ctx, at, NewEvent(domain.EventOperationStarted, nil, nil, map[string]any{
+			"operation": op.ID, "kind": op.Kind, "target_kind": op.TargetKind, "target_id": op.TargetID, "workflow_id": op.WorkflowID}))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("create operation %s: %w", op.ID, err)
 	}
@@ -68,10 +76,22 @@ func (q *Q) FinishOperation(ctx context.Context, op domain.Operation) error {
 	if op.Result != nil {
 		result = string(op.Result)
 	}
-	_, err := q.exec(ctx, `
+	at := domain.Timestamp(*op.FinishedAt)
+	err := q.atomic(ctx, func(q *Q) error {
+		res, err := q.exec(ctx, `
 UPDATE operations SET status = ?, result = ?, failure_class = ?, failure_code = ?, failure_text = ?, http_status = ?, finished_at = ?
 WHERE id = ? AND status = ?`, op.Status, result, op.FailureClass, op.FailureCode, op.FailureText, op.HTTPStatus,
-		domain.Timestamp(*op.FinishedAt), op.ID, domain.OperationRunning)
+			at, op.ID, domain.OperationRunning)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // already recorded: its event was told then
+		}
+		_, err = q.appendEvents(ctx, at, NewEvent(domain.EventOperationFinished, nil, nil, map[string]any{
+			"operation": op.ID, "kind": op.Kind, "status": op.Status, "failure_class": op.FailureClass}))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("finish operation %s: %w", op.ID, err)
 	}
@@ -85,4 +105,17 @@ func (q *Q) GetOperation(ctx context.Context, id uuid.UUID) (domain.Operation, e
 		return domain.Operation{}, fmt.Errorf("operation %s: %w", id, err)
 	}
 	return r.domain(), nil
+}
+
+// RunningOperations lists the operations whose outcome is not recorded yet.
+func (q *Q) RunningOperations(ctx context.Context) ([]domain.Operation, error) {
+	var rows []operationRow
+	if err := q.selectAll(ctx, &rows, `SELECT * FROM operations WHERE status = ? ORDER BY created_at`, domain.OperationRunning); err != nil {
+		return nil, fmt.Errorf("running operations: %w", err)
+	}
+	out := make([]domain.Operation, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out, nil
 }
