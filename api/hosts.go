@@ -40,7 +40,7 @@ type HostBody struct {
 	Compatibility string                  `json:"compatibility"`
 	Members       []HostMemberBody        `json:"members"`
 	// Lease is the RuntimeHost workflow's state; nil when it is not running or did not answer.
-	Lease *contract.RuntimeHostStatus `json:"lease,omitempty"`
+	Lease *HostLeaseBody `json:"lease,omitempty"`
 	// Capacity is the host's bytes (GET /v1/hosts/{id} only).
 	Capacity    *HostCapacityBody `json:"capacity,omitempty"`
 	WorkflowID  string            `json:"workflow_id"`
@@ -143,7 +143,7 @@ func (s *Server) getHost(c *gin.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), stateTimeout)
 		defer cancel()
 		if st, ok, err := s.cfg.Hosts.Status(ctx, h.ID); err == nil && ok {
-			b.Lease = &st
+			b.Lease = hostLeaseBody(st)
 		}
 	}
 	capa, err := s.hostCapacity(c.Request.Context(), h)
@@ -321,7 +321,7 @@ func (s *Server) listCheckpoints(c *gin.Context) error {
 
 // ContinuityBody is the body of GET /v1/hosts/{id}/continuity.
 type ContinuityBody struct {
-	contract.ContinuityReport
+	ContinuityReportBody
 	WorkflowID string `json:"workflow_id"`
 }
 
@@ -341,7 +341,7 @@ func (s *Server) hostContinuity(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, ContinuityBody{ContinuityReport: out, WorkflowID: run.GetID()})
+	c.JSON(http.StatusOK, ContinuityBody{ContinuityReportBody: continuityReportBody(out), WorkflowID: run.GetID()})
 	return nil
 }
 

@@ -39,9 +39,9 @@ type NodeList struct {
 
 // NodeProbeBody is the body of POST /v1/nodes/{name}/probe.
 type NodeProbeBody struct {
-	Report     contract.NodeReport `json:"report"`
-	WorkflowID string              `json:"workflow_id"`
-	RunID      string              `json:"run_id"`
+	Report     NodeReportBody `json:"report"`
+	WorkflowID string         `json:"workflow_id"`
+	RunID      string         `json:"run_id"`
 }
 
 func nodeBody(n domain.Node, now time.Time) NodeBody {
@@ -107,7 +107,7 @@ func (s *Server) probeNode(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, NodeProbeBody{Report: report, WorkflowID: run.GetID(), RunID: run.GetRunID()})
+	c.JSON(http.StatusOK, NodeProbeBody{Report: nodeReportBody(report), WorkflowID: run.GetID(), RunID: run.GetRunID()})
 	return nil
 }
 

@@ -221,6 +221,18 @@ func (s *Server) operationBody(op domain.Operation, stage string) OperationResou
 	return b
 }
 
+// decodeAs renders a result by decoding the workflow's payload as T and mapping it to the
+// route's own body type.
+func decodeAs[T, B any](body func(T) B) resultRenderer {
+	return func(_ context.Context, raw json.RawMessage) (any, error) {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, fmt.Errorf("decode %T: %w", v, err)
+		}
+		return body(v), nil
+	}
+}
+
 // waitParam reads ?wait= (a Go duration, e.g. 30s), bounded by maxOperationWait.
 func waitParam(c *gin.Context) (time.Duration, error) {
 	v := c.Query("wait")
@@ -242,5 +254,7 @@ const updateOperation = "update"
 // answers the workflow's result as it is.
 func (s *Server) renderers() map[domain.OperationKind]resultRenderer {
 	return map[domain.OperationKind]resultRenderer{domain.OpKindCheckpoint: s.renderCheckpoint,
-		domain.OpKindWorkspace: s.renderWorkspaceOp}
+		domain.OpKindWorkspace:   s.renderWorkspaceOp,
+		domain.OpKindHostControl: decodeAs(hostControlResult),
+		domain.OpKindHostCleanup: decodeAs(hostCleanupResultBody)}
 }

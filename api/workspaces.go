@@ -177,10 +177,7 @@ func (s *Server) inspectRemoval(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if out.Blockers == nil {
-		out.Blockers = []string{}
-	}
-	c.JSON(http.StatusOK, out)
+	c.JSON(http.StatusOK, removalReportBody(out))
 	return nil
 }
 
@@ -265,7 +262,7 @@ type CleanupRequest struct {
 
 // CleanupInspectionBody is the body of GET /v1/hosts/{id}/cleanup.
 type CleanupInspectionBody struct {
-	contract.CleanupReport
+	CleanupReportBody
 	CanCleanup bool                         `json:"can_cleanup"`
 	Cleanup    *domain.HostCleanupOperation `json:"cleanup,omitempty"`
 	WorkflowID string                       `json:"workflow_id"`
@@ -285,7 +282,7 @@ func (s *Server) inspectHostCleanup(c *gin.Context) error {
 		return err
 	}
 	if h.State == domain.HostRemoved {
-		body.CleanupReport = contract.CleanupReport{Host: h.ID, Blockers: []string{"the host is removed"}, Members: []contract.CleanupMember{}}
+		body.CleanupReportBody = CleanupReportBody{Host: h.ID, Blockers: []string{"the host is removed"}, Members: []CleanupMemberBody{}}
 		c.JSON(http.StatusOK, body)
 		return nil
 	}
@@ -294,7 +291,7 @@ func (s *Server) inspectHostCleanup(c *gin.Context) error {
 		contract.TypeCleanupInspection, contract.HostProbeInput{Node: h.Node, Host: h.ID}, &rep); err != nil {
 		return err
 	}
-	body.CleanupReport, body.CanCleanup = rep, len(rep.Blockers) == 0
+	body.CleanupReportBody, body.CanCleanup = cleanupReportBody(rep), len(rep.Blockers) == 0
 	c.JSON(http.StatusOK, body)
 	return nil
 }

@@ -264,7 +264,7 @@ func TestASandboxedCodexResumesItsThreadFromACheckpoint(t *testing.T) {
 	var cont api.ContinuityBody
 	must(t, c.Do(ctx, http.MethodGet, host+"/continuity", nil, &cont))
 	if len(cont.Sessions) != 1 || cont.Sessions[0].LastResume == nil || cont.Sessions[0].LastResume.Outcome != domain.ResumeSucceeded {
-		t.Fatalf("continuity after the restore %+v", cont.ContinuityReport)
+		t.Fatalf("continuity after the restore %+v", cont.ContinuityReportBody)
 	}
 }
 

@@ -88,7 +88,7 @@ func TestASandboxedOpenCodeResumesItsSessionAcrossParks(t *testing.T) {
 		var cont api.ContinuityBody
 		must(t, c.Do(ctx, http.MethodGet, host+"/continuity", nil, &cont))
 		if cont.Status != domain.ContinuityHealthy {
-			t.Fatalf("park %d continuity %+v", i, cont.ContinuityReport)
+			t.Fatalf("park %d continuity %+v", i, cont.ContinuityReportBody)
 		}
 	}
 }

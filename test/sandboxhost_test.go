@@ -17,7 +17,6 @@ import (
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/api/client"
-	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
@@ -105,9 +104,9 @@ func hostsOf(t *testing.T, c *client.Client, agent uuid.UUID) []api.HostBody {
 	return l.Items
 }
 
-func control(t *testing.T, c *client.Client, host uuid.UUID, action domain.HostAction) contract.ControlResult {
+func control(t *testing.T, c *client.Client, host uuid.UUID, action domain.HostAction) api.HostControlResult {
 	t.Helper()
-	var res contract.ControlResult
+	var res api.HostControlResult
 	must(t, c.Operation(context.Background(), http.MethodPost, "/v1/hosts/"+host.String()+"/control", api.HostControlRequest{Action: action}, &res, nil))
 	return res
 }
@@ -197,7 +196,7 @@ func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
 	// A message wakes one room; restart brings back only the live member.
 	awaitReply(t, c, postText(t, c, room1.ID, "back?"), 60*time.Second)
 	res = control(t, c, host.ID, domain.HostRestart)
-	live := map[uuid.UUID]contract.ControlMember{}
+	live := map[uuid.UUID]api.HostControlMember{}
 	for _, m := range res.Members {
 		live[m.RuntimeSession] = m
 	}
@@ -323,7 +322,7 @@ func TestDedicatedHostsAreIsolatedPerSessionAndParkWhenIdle(t *testing.T) {
 	}, "the parked host, dormant and without leases")
 
 	// Room-scoped reset of the live Dedicated session: destroyed once, back in a new one.
-	var res contract.ControlResult
+	var res api.HostControlResult
 	must(t, c.Operation(context.Background(), http.MethodPost, "/v1/sessions/"+s2.String()+"/reset-sandbox", nil, &res, nil))
 	if !res.SandboxDestroyed || len(res.Members) != 1 || !res.Members[0].WasLive || e.commands(t, "rm", ids[s2].SandboxName) != 1 {
 		t.Fatalf("reset %+v", res)
@@ -403,12 +402,12 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 		return b
 	}
 	if got := continuity(); got.Status != domain.ContinuityHealthy || got.CanStartFresh || !got.RuntimeRunning {
-		t.Fatalf("continuity while live after the manual checkpoint: %+v", got.ContinuityReport)
+		t.Fatalf("continuity while live after the manual checkpoint: %+v", got.ContinuityReportBody)
 	}
 	stop()
 	first := checkpoints(1).Items[0] // the manual one: no turn ran since, so the stop adds none
 	if got := continuity(); got.Status != domain.ContinuityHealthy || got.CanStartFresh || len(got.Sessions) != 1 || !got.Sessions[0].Captured {
-		t.Fatalf("continuity after the checkpoint: %+v", got.ContinuityReport)
+		t.Fatalf("continuity after the checkpoint: %+v", got.ContinuityReportBody)
 	}
 	if len(first.Sessions) != 1 || first.Sessions[0].ProviderSessionID == "" {
 		t.Fatalf("checkpoint %+v", first)
@@ -469,7 +468,7 @@ func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T
 	}, "the session to fail closed")
 	got := continuity()
 	if got.Status != domain.ContinuityCorrupt || !got.CanStartFresh || got.RuntimeRunning || got.EvidenceChecksum == "" {
-		t.Fatalf("continuity after failing closed: %+v", got.ContinuityReport)
+		t.Fatalf("continuity after failing closed: %+v", got.ContinuityReportBody)
 	}
 	cli := []string{"JAM_URL=" + e.d.apiURL, "JAM_HOME=" + filepath.Dir(e.d.tokenFile)}
 	if out, err := runJam(t, cli, "host", "continuity", session.String()); err != nil ||

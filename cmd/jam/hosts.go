@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jam-dev/jam/api"
-	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -59,7 +58,7 @@ members that were live. This is the only way to stop or reset a Shared host.`,
 			if err != nil || !done {
 				return err
 			}
-			return render(cf, cmd, raw, func(res contract.ControlResult) error { return printControl(cmd, res) })
+			return render(cf, cmd, raw, func(res api.HostControlResult) error { return printControl(cmd, res) })
 		},
 	}
 	control.Flags().BoolVar(&discard, "discard-changes", false, "confirm a reset may destroy a private clone's changes that live only in the sandbox")
@@ -168,7 +167,7 @@ func continuityCommands(cf *clientFlags) []*cobra.Command {
 	return []*cobra.Command{checkpoints, checkpoint, continuity, startFresh, deletePayload}
 }
 
-func printControl(cmd *cobra.Command, res contract.ControlResult) error {
+func printControl(cmd *cobra.Command, res api.HostControlResult) error {
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "%s: %d member(s)", res.Action, len(res.Members))
 	if res.SandboxDestroyed {

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jam-dev/jam/api"
-	"github.com/jam-dev/jam/internal/contract"
 )
 
 func newSessionCmd(_ *globals) *cobra.Command {
@@ -82,7 +81,7 @@ func newSessionCmd(_ *globals) *cobra.Command {
 			if err != nil || !done {
 				return err
 			}
-			return render(cf, cmd, raw, func(res contract.ControlResult) error { return printControl(cmd, res) })
+			return render(cf, cmd, raw, func(res api.HostControlResult) error { return printControl(cmd, res) })
 		},
 	}
 	reset.Flags().BoolVar(&discard, "discard-changes", false, "confirm a private clone's changes in the sandbox may be destroyed")

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jam-dev/jam/api"
-	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -185,7 +184,7 @@ func hostCleanupCmd(cf *clientFlags) *cobra.Command {
 			if err != nil || !done {
 				return err
 			}
-			return render(cf, cmd, raw, func(r contract.HostCleanupResult) error {
+			return render(cf, cmd, raw, func(r api.HostCleanupResultBody) error {
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "cleanup %s: %s (%d bytes removed, %d export bytes kept)\n",
 					r.Cleanup.ID, r.Cleanup.Stage, r.Cleanup.RemovedRuntimeHostBytes, r.Cleanup.RetainedExportBytes)
 				return err
