@@ -97,6 +97,11 @@ type Outcome struct {
 
 // Observe reports an operation's outcome, waiting up to wait for it to finish.
 func Observe(ctx context.Context, c client.Client, op domain.Operation, wait time.Duration) (Outcome, error) {
+	if op.UpdateID != "" {
+		// An update's outcome is only read by polling its handle, which answers at once
+		// when the update completed; a zero wait would never see it.
+		wait = max(wait, time.Second)
+	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var raw json.RawMessage
