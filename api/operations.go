@@ -92,6 +92,11 @@ func (s *Server) startOperation(c *gin.Context, op domain.Operation, start opera
 	if s.watch != nil {
 		go s.watchOperation(s.watch, op)
 	}
+	if wait == 0 {
+		// Started is the answer: the outcome is the operation resource's to tell.
+		c.JSON(http.StatusAccepted, s.operationBody(op, ""))
+		return nil
+	}
 	return s.answerOperation(c, op, wait, http.StatusAccepted)
 }
 
