@@ -346,7 +346,8 @@ func TestInspectRepositoriesOfAnAbsentWorkspace(t *testing.T) {
 }
 
 func TestInspectRepositoriesLeavesTheRepositoryAsItWas(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it looks for leftovers in the shared temp dir, where inspections running
+	// beside it would keep theirs for a moment.
 	requireGit(t)
 	ws := t.TempDir()
 	repo := cleanRepo(t, ws, "app")
