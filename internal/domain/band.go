@@ -81,6 +81,10 @@ const (
 	// /v1/operations/{id}); finished carries its status and failure class.
 	EventOperationStarted  EventKind = "operation_started"
 	EventOperationFinished EventKind = "operation_finished"
+	// EventQuestionAsked and EventQuestionAnswered follow a runtime's question to a human
+	// (jam_ask_question); answered also covers expired and cancelled ones (its state says).
+	EventQuestionAsked    EventKind = "question_asked"
+	EventQuestionAnswered EventKind = "question_answered"
 )
 
 var EventKinds = NewEnum("event_kind",
@@ -88,7 +92,7 @@ var EventKinds = NewEnum("event_kind",
 	EventRoomAdded, EventRoomRemoved, EventSessionBound, EventMessagePosted, EventInboundQueued,
 	EventMessageSettled, EventTemplateSaved, EventRuntimeActivity, EventRuntimeExited,
 	EventRuntimeStopped, EventRuntimePermissionAsked, EventRuntimePermissionDecided, EventRuntimeFailed,
-	EventOperationStarted, EventOperationFinished)
+	EventOperationStarted, EventOperationFinished, EventQuestionAsked, EventQuestionAnswered)
 
 func (v *EventKind) UnmarshalText(b []byte) error { return unmarshalEnum(EventKinds, b, v) }
 
@@ -117,8 +121,11 @@ type Agent struct {
 	RunIntent RunIntent
 	// HasAPIKey is true for attached agents, whose key is stored only as a hash.
 	HasAPIKey bool
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	// QuestionTimeoutSecs, when set, is how long the agent's questions to humans wait for
+	// an answer (0: indefinitely), before JAM_QUESTION_TIMEOUT_SECS and the setting.
+	QuestionTimeoutSecs *int
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
 }
 
 // Room is a chat room.
@@ -150,7 +157,10 @@ type Message struct {
 	AuthorHuman   string
 	Text          string
 	// ReplyTo is the message this one settles as a reply.
-	ReplyTo   *uuid.UUID
+	ReplyTo *uuid.UUID
+	// AgentHops counts the agent messages in this one's chain since the last human message
+	// (0 for a human's): past the room's hop limit a message wakes no one (AgentHopsWake).
+	AgentHops int
 	CreatedAt time.Time
 }
 
@@ -168,6 +178,9 @@ type Inbound struct {
 	CreatedAt      time.Time
 	DeliveredAt    *time.Time
 	SettledAt      *time.Time
+	// ContextOnly: the message is past the room's agent hop limit; it reaches the agent as
+	// context with its next turn but wakes nothing and is never claimed by a receive.
+	ContextOnly bool
 }
 
 // Event is one entry of the event log.

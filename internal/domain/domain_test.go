@@ -97,3 +97,26 @@ func TestSettingsRegistryValidatesValues(t *testing.T) {
 }
 
 var nowForTest = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+func TestQuestionAnswersAreRecognisedByTheirCode(t *testing.T) {
+	for _, tc := range []struct {
+		text, code, answer string
+		ok                 bool
+	}{
+		{"Q7K2 yes, go ahead", "Q7K2", "yes, go ahead", true},
+		{"q7k2: no", "Q7K2", "no", true},
+		{"[Q7K2] maybe", "Q7K2", "maybe", true},
+		{"Q7K2", "Q7K2", "", true},
+		{"Surely not", "", "", false},
+		{"hi", "", "", false},
+		{"Q0K2 yes", "", "", false}, // 0 is not in the code alphabet
+	} {
+		code, answer, ok := ParseQuestionAnswer(tc.text)
+		if ok != tc.ok || code != tc.code || answer != tc.answer {
+			t.Errorf("ParseQuestionAnswer(%q) = %q %q %v, want %q %q %v", tc.text, code, answer, ok, tc.code, tc.answer, tc.ok)
+		}
+	}
+	if c := NewQuestionCode(); len(c) != 4 {
+		t.Fatalf("code %q", c)
+	}
+}

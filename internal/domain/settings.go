@@ -44,6 +44,18 @@ var settings = map[string]Setting{
 		Default:     json.RawMessage(`{}`),
 		validate:    executablePins,
 	},
+	SettingMaxAgentHops: {
+		Key:         SettingMaxAgentHops,
+		Description: "Agent hops after a human message past which an agent's message wakes no one: it stays in the transcript and reaches the agents as context with their next turn.",
+		Default:     json.RawMessage(`6`),
+		validate:    intRange(1, 1000),
+	},
+	SettingQuestionTimeoutSecs: {
+		Key:         SettingQuestionTimeoutSecs,
+		Description: "Seconds a runtime's question to a human waits for an answer when neither the question nor its agent sets one (JAM_QUESTION_TIMEOUT_SECS overrides it); 0 waits indefinitely. No answer means the agent proceeds without one.",
+		Default:     json.RawMessage(`900`),
+		validate:    intRange(0, MaxQuestionTimeoutSecs),
+	},
 	SettingIdleSecs: {
 		Key:         SettingIdleSecs,
 		Description: "Seconds an owned runtime may sit idle before it is stopped (JAM_OWNED_RUNTIME_IDLE_SECS overrides it).",

@@ -20,13 +20,15 @@ type agentRow struct {
 	RunIntent  string    `db:"run_intent"`
 	CreatedAt  time.Time `db:"created_at"`
 	UpdatedAt  time.Time `db:"updated_at"`
+	// QuestionTimeoutSecs is the agent's question deadline (nil: the setting's).
+	QuestionTimeoutSecs *int `db:"question_timeout_secs"`
 }
 
 func (r agentRow) domain() domain.Agent {
 	return domain.Agent{
 		ID: r.ID, Name: r.Name, Kind: domain.AgentKind(r.Kind), Briefing: r.Briefing,
 		RunIntent: domain.RunIntent(r.RunIntent), HasAPIKey: r.APIKeyHash != nil,
-		CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
+		CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt), QuestionTimeoutSecs: r.QuestionTimeoutSecs,
 	}
 }
 

@@ -22,11 +22,12 @@ type messageRow struct {
 	Text          string     `db:"text"`
 	ReplyTo       *uuid.UUID `db:"reply_to"`
 	CreatedAt     time.Time  `db:"created_at"`
+	AgentHops     int        `db:"agent_hops"`
 }
 
 func (r messageRow) domain() domain.Message {
 	m := domain.Message{ID: r.ID, Seq: r.Seq, RoomID: r.RoomID, AuthorKind: domain.ParticipantKind(r.AuthorKind),
-		AuthorAgentID: r.AuthorAgentID, Text: r.Text, ReplyTo: r.ReplyTo, CreatedAt: utc(r.CreatedAt)}
+		AuthorAgentID: r.AuthorAgentID, Text: r.Text, ReplyTo: r.ReplyTo, AgentHops: r.AgentHops, CreatedAt: utc(r.CreatedAt)}
 	if r.AuthorHuman != nil {
 		m.AuthorHuman = *r.AuthorHuman
 	}
@@ -166,13 +167,14 @@ type inboundRow struct {
 	CreatedAt      time.Time  `db:"created_at"`
 	DeliveredAt    *time.Time `db:"delivered_at"`
 	SettledAt      *time.Time `db:"settled_at"`
+	ContextOnly    bool       `db:"context_only"`
 }
 
 func (r inboundRow) domain() domain.Inbound {
 	in := domain.Inbound{AgentID: r.AgentID, MessageID: r.MessageID, RoomID: r.RoomID, Seq: r.Seq,
 		State: domain.InboundState(r.State), ReplyMessageID: r.ReplyMessageID, LeaseID: r.LeaseID,
 		DeliveryCount: r.DeliveryCount, CreatedAt: utc(r.CreatedAt), DeliveredAt: utcPtr(r.DeliveredAt),
-		SettledAt: utcPtr(r.SettledAt)}
+		SettledAt: utcPtr(r.SettledAt), ContextOnly: r.ContextOnly}
 	if r.Settlement != nil {
 		in.Settlement = domain.Settlement(*r.Settlement)
 	}
