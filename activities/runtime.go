@@ -17,6 +17,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/internal/tools"
 )
 
 // RuntimeTable is the node's runtime registry as the runtime activities use it. The
@@ -51,6 +52,25 @@ type Runtimes struct {
 	// ReadyTimeout, when set, replaces every catalog row's start-handshake bound (the
 	// operator's JAM_PROVIDER_READY_SECS).
 	ReadyTimeout time.Duration
+	// Tools is what every runtime instance's tool registry acts through (nil: runtimes get
+	// no tools but the settlement pair their adapter stages itself).
+	Tools tools.Backend
+	// MCP serves the tools to this node's runtimes; nil serves none over MCP.
+	MCP *MCPEndpoints
+}
+
+// MCPEndpoints is the node's MCP server and how a runtime reaches it.
+type MCPEndpoints struct {
+	Server *tools.MCPServer
+	// URL is the endpoint as host-native providers reach it (loopback).
+	URL string
+	// GuestURL is the endpoint as a sandbox guest reaches it, and GuestTarget the network
+	// policy target ("host:port") that lets exactly that through ("" when sandboxes cannot).
+	GuestURL    string
+	GuestTarget string
+	// Bridge is the `jam mcp` stdio bridge's command (host-native providers whose MCP
+	// client takes only stdio servers); empty when this process has no jam executable.
+	Bridge []string
 }
 
 // PrepareRuntimeInput names the runtime session to bring up.
@@ -138,8 +158,19 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	if in.Host != uuid.Nil && domain.ResolvePlacement(hs.Config.Placement) == domain.PlacementShared {
 		spec.SharedHost = in.Host // adapters that can run one process for the host's rooms do
 	}
+	sess, err := r.toolSession(&spec, in.Host != uuid.Nil)
+	if err != nil {
+		return PrepareRuntimeResult{}, err
+	}
 	rt, p, err := r.Table.Start(ctx, spec)
 	l.release() // the provider has started (or failed): the env file has served
+	if sess != nil {
+		if err != nil {
+			r.revokeTools(hs.RuntimeSessionID, gen)
+		} else if st, ok := rt.(provider.DispositionStager); ok {
+			sess.Bind(st)
+		}
+	}
 	switch {
 	case errors.Is(err, provider.ErrExactResumeUnavailable):
 		if c := l.activation.checkpoint; c != nil {
@@ -459,6 +490,7 @@ func (r *Runtimes) TeardownRuntime(ctx context.Context, in TeardownRuntimeInput)
 	if err := r.Table.Teardown(ctx, in.RuntimeSession, in.Reason); err != nil {
 		return err
 	}
+	r.revokeTools(in.RuntimeSession, in.Generation)
 	err := r.Store.RecordRuntimeStopped(ctx, in.RuntimeSession, in.Generation, in.Reason, time.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // the session's records are gone (agent deleted): nothing to log against

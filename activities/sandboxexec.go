@@ -84,6 +84,9 @@ func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row
 	if err != nil {
 		return launch{}, err
 	}
+	if err := r.allowToolEndpoint(ctx, d, h.SandboxName); err != nil {
+		return launch{}, err
+	}
 	envDir := r.Layout.RuntimeEnvDir()
 	if err := os.MkdirAll(envDir, 0o700); err != nil {
 		return launch{}, fmt.Errorf("runtime env directory: %w", err)

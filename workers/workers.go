@@ -73,6 +73,10 @@ type Config struct {
 	// Pause is the fault-injection hook of crash tests (faults.FromEnv at start; nil in
 	// production).
 	Pause func(ctx context.Context, point string)
+	// MCP is where the node serves Jam's runtime tools to its providers.
+	MCP MCPConfig
+	// Questions is the broker jam_ask_question asks through (nil: the tool refuses).
+	Questions activities.Asker
 }
 
 // Workers are a node's running workers and its heartbeat.
@@ -84,6 +88,7 @@ type Workers struct {
 	fatal        chan error
 	runtimes     *RuntimeRegistry
 	permissions  *permission.Broker
+	mcp          *mcpListener
 }
 
 // Start registers the node, starts its heartbeat and starts both workers.
@@ -141,6 +146,12 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		}
 	}, WithGroupRecords(records))
 	registerShared(w.shared, cfg.Store, cfg.Client, cfg.Lifecycle)
+	starter := &roomctl.Starter{Client: cfg.Client, Store: cfg.Store}
+	toolBackend := &activities.ToolBackend{Store: cfg.Store, Questions: cfg.Questions, Poke: starter.Poke,
+		Log: cfg.Logger.With("component", "tools")}
+	if w.mcp, err = startMCP(cfg.MCP, cfg.Logger.With("component", "mcp")); err != nil {
+		return nil, err
+	}
 	sbx := &activities.Sandbox{Store: cfg.Store, Layout: layout, Sbx: cfg.Sbx.Sbx, PATH: cfg.Sbx.PATH,
 		Env: sandbox.HostEnv(cfg.Env)}
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
@@ -148,7 +159,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	w.node.RegisterActivity(&activities.Checkpoints{Store: cfg.Store, Layout: layout})
 	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Table: w.runtimes, Permissions: w.permissions,
 		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes"), Pause: cfg.Pause, Env: cfg.Env,
-		ReadyTimeout: cfg.Lifecycle.ReadyTimeout})
+		ReadyTimeout: cfg.Lifecycle.ReadyTimeout, Tools: toolBackend, MCP: w.mcp.endpoints()})
 	w.node.RegisterActivity(&activities.Workspaces{Store: cfg.Store, Layout: layout, Sandbox: sbx, PATH: envValue(cfg.Env, "PATH"),
 		Live: func(s uuid.UUID) bool { _, _, ok := w.runtimes.Get(s); return ok }, Pause: cfg.Pause})
 	if cfg.Register != nil {
@@ -255,6 +266,7 @@ func (w *Workers) Stop() {
 		cancel()
 		w.stopBeat()
 		<-w.beatDone
+		w.mcp.close()
 	})
 }
 

@@ -24,6 +24,8 @@ type liveSession struct {
 	mu     sync.Mutex
 	rec    *sessionRecord
 	cancel context.CancelFunc // in-flight turn, so session/close can stop it
+	// mcp are the MCP servers the client gave this connection's session.
+	mcp []mcpServer
 }
 
 // agent implements the ACP agent side; behaviours live in directives.go.
@@ -82,6 +84,7 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession:         !a.cfg.NoLoad,
 			SessionCapabilities: caps,
+			McpCapabilities:     acp.McpCapabilities{Http: !a.cfg.NoHTTPMCP},
 		},
 		AgentInfo:   &acp.Implementation{Name: a.cfg.Name, Version: version},
 		AuthMethods: []acp.AuthMethod{},
@@ -103,8 +106,8 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 	if err := a.store.save(rec); err != nil {
 		return acp.NewSessionResponse{}, acp.NewInternalError(map[string]any{"error": "persist session: " + err.Error()})
 	}
-	a.attach(rec)
-	a.log.Info("session/new", "session", id, "cwd", p.Cwd)
+	a.attach(rec).setMCP(p.McpServers)
+	a.log.Info("session/new", "session", id, "cwd", p.Cwd, "mcp_servers", len(p.McpServers))
 	return acp.NewSessionResponse{SessionId: acp.SessionId(id)}, nil
 }
 
@@ -116,6 +119,7 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	if err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
+	ls.setMCP(p.McpServers)
 	ls.mu.Lock()
 	turns := append([]turn(nil), ls.rec.Turns...)
 	ls.mu.Unlock()
@@ -135,9 +139,11 @@ func (a *agent) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (
 	if a.cfg.NoResume {
 		return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
 	}
-	if _, err := a.reattach(string(p.SessionId)); err != nil {
+	ls, err := a.reattach(string(p.SessionId))
+	if err != nil {
 		return acp.ResumeSessionResponse{}, err
 	}
+	ls.setMCP(p.McpServers)
 	a.log.Info("session/resume", "session", p.SessionId)
 	return acp.ResumeSessionResponse{}, nil
 }
@@ -195,7 +201,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	ls.mu.Unlock()
 
 	a.log.Info("session/prompt", "session", id, "directives", d, "body_len", len(body))
-	out, err := a.runTurn(ctx, p.SessionId, d, body, prior)
+	out, err := a.runTurn(ctx, p.SessionId, d, text, body, prior)
 	if err != nil {
 		a.log.Info("turn failed", "session", id, "err", err)
 		return acp.PromptResponse{}, err
@@ -344,4 +350,23 @@ func (a *agent) UnstableAcceptNes(context.Context, acp.UnstableAcceptNesNotifica
 
 func (a *agent) UnstableRejectNes(context.Context, acp.UnstableRejectNesNotification) error {
 	return nil
+}
+
+func (ls *liveSession) setMCP(servers []acp.McpServer) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.mcp = mcpServersOf(servers)
+}
+
+// mcpServers are the MCP servers of a live session.
+func (a *agent) mcpServers(sid acp.SessionId) []mcpServer {
+	a.mu.Lock()
+	ls := a.sessions[string(sid)]
+	a.mu.Unlock()
+	if ls == nil {
+		return nil
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return append([]mcpServer(nil), ls.mcp...)
 }

@@ -26,6 +26,8 @@ type directives struct {
 	stubborn                                    time.Duration // sleep ignoring session/cancel, then reply
 	permission                                  string        // tool kind; "" means no permission request
 	env                                         []string      // variables whose values the reply reports
+	toolCalls                                   []toolCall    // Jam MCP tools to call, in order
+	saveMCP                                     bool          // write the session's MCP servers to the state dir
 }
 
 // apply records one directive and reports whether the name is known;
@@ -65,6 +67,10 @@ func (d *directives) apply(name, arg string) bool {
 		if arg != "" {
 			d.env = append(d.env, arg)
 		}
+	case "save-mcp":
+		d.saveMCP = true
+	case "reply-tool", "noreply-tool", "send-tool", "context-tool", "ask-tool", "retry-tool":
+		d.toolCalls = append(d.toolCalls, toolCall{kind: strings.TrimSuffix(strings.ToLower(name), "-tool"), arg: arg})
 	default:
 		return false
 	}
@@ -128,6 +134,8 @@ func (d directives) merge(o directives) directives {
 		d.permission = o.permission
 	}
 	d.env = append(d.env, o.env...)
+	d.toolCalls = append(d.toolCalls, o.toolCalls...)
+	d.saveMCP = d.saveMCP || o.saveMCP
 	return d
 }
 
@@ -173,7 +181,7 @@ var cancelled = turnOutcome{stop: acp.StopReasonCancelled}
 // runTurn plays the behaviours selected by d in a fixed order: slow, stubborn, garbage,
 // thoughts, tools, crash, fail, permission, grandchild, count, env, reply, usage.
 // priorTurns is the number of turns persisted before this one ([[count]]).
-func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, body string, priorTurns int) (turnOutcome, error) {
+func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, prompt, body string, priorTurns int) (turnOutcome, error) {
 	send := func(u acp.SessionUpdate) error {
 		return a.peer().SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: u})
 	}
@@ -249,6 +257,21 @@ func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, bo
 		}
 		parts = append(parts, fmt.Sprintf("grandchild %d", pid))
 	}
+	settled := false
+	if d.saveMCP {
+		if err := a.saveMCPServers(sid); err != nil {
+			return failed(err)
+		}
+		parts = append(parts, "saved MCP servers")
+	}
+	if len(d.toolCalls) > 0 {
+		said, done, err := a.runTools(ctx, a.mcpServers(sid), d.toolCalls, prompt, body)
+		if err != nil {
+			return failed(err)
+		}
+		settled = done
+		parts = append(parts, said...)
+	}
 	if d.count {
 		parts = append(parts, fmt.Sprintf("turns remembered: %d", priorTurns))
 	}
@@ -264,7 +287,8 @@ func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, bo
 	}
 	reply := strings.Join(parts, "\n")
 
-	if d.silent {
+	if d.silent || settled {
+		// A message the agent settled with a tool needs no final text.
 		reply = ""
 	} else {
 		// Two chunks so clients exercise their streaming/accumulation path.

@@ -29,6 +29,8 @@ type config struct {
 	Directives string
 	NoLoad     bool
 	NoResume   bool
+	// NoHTTPMCP: the agent takes only stdio MCP servers (Jam then offers its bridge).
+	NoHTTPMCP bool
 }
 
 // lockedWriter serialises writes to stdout. The SDK emits one whole line per
@@ -86,6 +88,7 @@ func run(args []string) int {
 	fs.StringVar(&cfg.Directives, "directives", "", "directives applied to every prompt, e.g. \"[[slow 2]]\"")
 	fs.BoolVar(&cfg.NoLoad, "no-load", false, "do not support session/load")
 	fs.BoolVar(&cfg.NoResume, "no-resume", false, "do not support session/resume")
+	fs.BoolVar(&cfg.NoHTTPMCP, "no-http-mcp", false, "take only stdio MCP servers (not mcpCapabilities.http)")
 	grandchild := fs.Bool("grandchild", false, "spawn `sleep 600` in our process group at startup")
 	if err := fs.Parse(args); err != nil {
 		return 2

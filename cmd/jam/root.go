@@ -45,7 +45,7 @@ are a client of the REST API (JAM_URL, JAM_TOKEN).`,
 	root.SetVersionTemplate(fmt.Sprintf("jam %s\n", version))
 
 	root.AddGroup(&cobra.Group{ID: "run", Title: "Run Jam:"}, &cobra.Group{ID: "client", Title: "Use the API:"})
-	for _, c := range []*cobra.Command{newDevCmd(g), newServerCmd(g), newWorkerCmd(g), newMigrateCmd(g)} {
+	for _, c := range []*cobra.Command{newDevCmd(g), newServerCmd(g), newWorkerCmd(g), newMigrateCmd(g), newMCPCmd(g)} {
 		c.GroupID = "run"
 		root.AddCommand(c)
 	}

@@ -39,6 +39,9 @@ func addListenFlag(fs *pflag.FlagSet, v *string) {
 func finish(o *app.Options, g *globals, cmd *cobra.Command) {
 	o.APIToken = os.Getenv("JAM_API_TOKEN")
 	o.Version, o.Logger, o.Out = version, g.logger, cmd.OutOrStdout()
+	if exe, err := os.Executable(); err == nil {
+		o.JamExecutable = exe // providers run it as `jam mcp`
+	}
 }
 
 func addNodeFlag(fs *pflag.FlagSet, o *app.Options) {

@@ -53,7 +53,10 @@ type Options struct {
 	// APIToken is JAM_API_TOKEN; when empty the token file under Home is used.
 	APIToken string
 	Version  string
-	Logger   *slog.Logger
+	// JamExecutable is this jam binary, which providers run as `jam mcp` (the stdio bridge
+	// to Jam's tools); "" offers no bridge.
+	JamExecutable string
+	Logger        *slog.Logger
 	// Out receives the human-facing banner.
 	Out io.Writer
 	// HTTP bounds what one client connection may hold of the API; zero fields take
@@ -268,9 +271,12 @@ func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Sto
 	if err != nil {
 		return nil, err
 	}
+	if o.JamExecutable != "" {
+		we.mcp.Bridge = []string{o.JamExecutable, "mcp"}
+	}
 	return workers.Start(ctx, workers.Config{
 		Client: c, Store: st, Node: o.Node, DataDir: o.Home, Version: o.Version, Sbx: we.sbx,
 		Logger: o.Logger.With("component", "worker"), Env: we.env, Lifecycle: we.lifecycle,
-		PermissionTimeout: we.permission, Pause: we.pause,
+		PermissionTimeout: we.permission, Pause: we.pause, MCP: we.mcp,
 	})
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/faults"
 	"github.com/jam-dev/jam/internal/permission"
 	"github.com/jam-dev/jam/internal/sandbox"
+	"github.com/jam-dev/jam/workers"
 )
 
 // workerEnv is what a node's workers take from the process environment. It is parsed once
@@ -24,7 +26,15 @@ type workerEnv struct {
 	permission permission.TimeoutOverride
 	// pause is the crash tests' fault hook (JAM_FAULT_PAUSE, JAM_FAULT_DIR); nil otherwise.
 	pause func(ctx context.Context, point string)
+	// mcp is where the node serves Jam's runtime tools (JAM_MCP_LISTEN, JAM_MCP_GUEST_HOST).
+	mcp workers.MCPConfig
 }
+
+// The MCP endpoint's knobs.
+const (
+	envMCPListen    = "JAM_MCP_LISTEN"
+	envMCPGuestHost = "JAM_MCP_GUEST_HOST"
+)
 
 // parseWorkerEnv parses environ (os.Environ at start); sbxFlag is --sbx, which wins over
 // JAM_SBX. A malformed lifecycle knob is an error: the operator asked for something.
@@ -44,7 +54,13 @@ func parseWorkerEnv(environ []string, sbxFlag string, log *slog.Logger) (workerE
 	if sbxFlag != "" {
 		sbx.Sbx = sbxFlag
 	}
-	return workerEnv{env: env, sbx: sbx, lifecycle: lifecycle, permission: perm, pause: faults.FromEnv(getenv)}, nil
+	mcp := workers.MCPConfig{Listen: getenv(envMCPListen), GuestHost: getenv(envMCPGuestHost)}
+	if mcp.Listen != "" {
+		if _, _, err := net.SplitHostPort(mcp.Listen); err != nil {
+			return workerEnv{}, fmt.Errorf("worker configuration: %s=%q is not host:port: %w", envMCPListen, mcp.Listen, err)
+		}
+	}
+	return workerEnv{env: env, sbx: sbx, lifecycle: lifecycle, permission: perm, pause: faults.FromEnv(getenv), mcp: mcp}, nil
 }
 
 // envLookup reads a variable of env as os.Getenv would ("" when unset; the last entry wins,

@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -18,20 +20,46 @@ type ToolSpec struct {
 	InputSchema json.RawMessage `json:"inputSchema"`
 }
 
-// DispositionTools are the two settlement tools of tool-capable runtimes, the same for every
-// adapter.
-func DispositionTools() []ToolSpec {
-	return []ToolSpec{
-		{Name: domain.ToolReplyToMessage,
-			Description: "Answer one room message: your text is posted to the room as a reply to it when your turn ends. " +
-				"Call it once per message you answer; message_id is the id shown in the message's header.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"message_id":{"type":"string","description":"the id of the message you answer"},` +
-				`"text":{"type":"string","description":"your reply, as it should appear in the room"}},"required":["message_id","text"],"additionalProperties":false}`)},
-		{Name: domain.ToolNoReply,
-			Description: "Settle one room message without answering it in the room (it needs no answer, or another agent's message should not be answered).",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"message_id":{"type":"string","description":"the id of the message"},` +
-				`"reason":{"type":"string","description":"why it needs no answer"}},"required":["message_id"],"additionalProperties":false}`)},
-	}
+// ToolResult is what a tool call tells the model.
+type ToolResult struct {
+	Text    string `json:"text"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// ToolCaller is Jam's runtime tools as one runtime instance may call them: the registry
+// (internal/tools) bound to the instance's identity. Adapters project Specs into their
+// provider's native tool mechanism and route calls through Call.
+type ToolCaller interface {
+	Specs() []ToolSpec
+	// Call runs one tool call. callID is the provider's id of the call ("" when it has
+	// none): a retried id is answered with the first result.
+	Call(ctx context.Context, callID, name string, args json.RawMessage) ToolResult
+}
+
+// DispositionStager is implemented by every adapter's runtime: it stages a settlement
+// disposition in the running turn, under the turn's settlement rules.
+type DispositionStager interface {
+	StageDisposition(d Disposition) error
+}
+
+// MCPEndpoint is where a runtime reaches Jam's tools over MCP: a Streamable HTTP URL with
+// its per-instance bearer token, and the stdio bridge command (`jam mcp`) for providers
+// that take only stdio MCP servers.
+type MCPEndpoint struct {
+	// Name is the server's name in the provider's configuration ("jam").
+	Name string
+	URL  string
+	// Token authenticates this runtime instance; it is revoked at teardown.
+	Token string
+	// BridgeCommand and BridgeArgs run the stdio bridge ("" when no bridge is available).
+	BridgeCommand string
+	BridgeArgs    []string
+	BridgeEnv     []string
+}
+
+// Headers are the HTTP headers that authenticate a request to the endpoint.
+func (e MCPEndpoint) Headers() map[string]string {
+	return map[string]string{"Authorization": "Bearer " + e.Token}
 }
 
 // ParseDisposition reads a settlement tool call's arguments into a disposition; ok is false
@@ -64,6 +92,8 @@ func ParseDisposition(tool string, args json.RawMessage) (d Disposition, ok bool
 // DispositionAnswer is what a settlement tool call tells the model: staged, or why not.
 func DispositionAnswer(d Disposition, err error) (text string, ok bool) {
 	switch {
+	case errors.Is(err, ErrNoTurn):
+		return "Not staged: no turn is running.", false
 	case err != nil:
 		return "Not staged: " + err.Error(), false
 	case d.Kind == domain.DispositionReply:

@@ -28,6 +28,9 @@ type Envelope struct {
 	Preamble string
 	// Steered: the messages join a turn that is already running.
 	Steered bool
+	// Tools: a final-response runtime also has Jam's tools (over MCP), so it may settle a
+	// message itself.
+	Tools bool
 }
 
 // Envelope markers. The test agent reads the message blocks, so they are stable.
@@ -44,6 +47,9 @@ const (
 	steeredInstructions = "These messages arrived while you were working; they join your current turn. " + explicitInstructions
 	finalInstructions   = "Your final response will be posted to the room by Jam as your reply. " +
 		"If the message needs no answer, end your turn without any response text."
+	finalToolsInstructions = " You also have Jam's tools: " + domain.ToolReplyToMessage + " {message_id, text} answers a message, " +
+		domain.ToolNoReply + " {message_id, reason} settles one without an answer; once you settle a message with a tool, " +
+		"your final response is not posted for it."
 	noticeInstructions = "This is a notice from Jam, not a room message. Do not reply to it in the room."
 )
 
@@ -75,6 +81,9 @@ func RenderEnvelope(e Envelope) string {
 	switch {
 	case e.Style == FinalResponse:
 		b.WriteString(finalInstructions)
+		if e.Tools {
+			b.WriteString(finalToolsInstructions)
+		}
 	case e.Steered:
 		b.WriteString(steeredInstructions)
 	default:

@@ -94,6 +94,11 @@ type Spec struct {
 	Roster   Roster
 	// Permissions answers the provider's permission requests; nil denies once.
 	Permissions PermissionBroker
+	// Tools are Jam's runtime tools bound to this instance (nil: none). Adapters with a
+	// native tool mechanism (Codex dynamic tools) call them directly; MCP is the same
+	// registry served over MCP for adapters that take MCP servers (ACP, Claude Code).
+	Tools ToolCaller
+	MCP   *MCPEndpoint
 	// Events receives every stamped event.
 	Events Sink
 	// Spawner starts the child in its own process group; nil uses DefaultSpawner.

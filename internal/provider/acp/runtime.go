@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -201,16 +202,17 @@ func (r *Runtime) handshake(ctx context.Context, conn *sdk.ClientSideConnection)
 		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentRuntimeIdentity, Text: identity})
 	}
 	caps, cwd := init.AgentCapabilities, r.spec.Dir
+	mcp := mcpServers(r.spec.MCP, caps.McpCapabilities)
 	if want := r.spec.ProviderSessionID; want != "" {
 		id := sdk.SessionId(want)
 		switch {
 		case caps.LoadSession:
 			// session/load replays history as updates; no turn is open, so they are dropped.
-			if _, err := conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: id, Cwd: cwd, McpServers: []sdk.McpServer{}}); err != nil {
+			if _, err := conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: id, Cwd: cwd, McpServers: mcp}); err != nil {
 				return resumeFailed("session/load", want, ctx, err)
 			}
 		case caps.SessionCapabilities.Resume != nil:
-			if _, err := conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: id, Cwd: cwd, McpServers: []sdk.McpServer{}}); err != nil {
+			if _, err := conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: id, Cwd: cwd, McpServers: mcp}); err != nil {
 				return resumeFailed("session/resume", want, ctx, err)
 			}
 		default:
@@ -221,7 +223,7 @@ func (r *Runtime) handshake(ctx context.Context, conn *sdk.ClientSideConnection)
 		r.mu.Unlock()
 		return nil
 	}
-	ns, err := conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{}})
+	ns, err := conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: mcp})
 	if err != nil {
 		return fmt.Errorf("session/new: %w", err)
 	}
@@ -257,7 +259,7 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 		settle: provider.NewSettlement(turn.Messages, provider.SettlementOptions{ExplicitDisposition: true})}
 	r.turn = ts
 	preamble := provider.Preamble(r.spec.Briefing, r.spec.Roster)
-	env := provider.Envelope{Style: provider.FinalResponse, Messages: turn.Messages}
+	env := provider.Envelope{Style: provider.FinalResponse, Messages: turn.Messages, Tools: r.spec.MCP != nil}
 	// ACP has no instruction channel: the preamble rides on the first prompt of a
 	// connection and again only when it changed.
 	if preamble != r.preamble {
@@ -493,4 +495,43 @@ func intPtr(p *int) *int64 {
 	}
 	v := int64(*p)
 	return &v
+}
+
+// mcpServers announces Jam's tools to the agent: the Streamable HTTP endpoint when the
+// agent takes HTTP MCP servers, else the `jam mcp` stdio bridge every agent must take.
+// Without an endpoint (or a bridge for a stdio-only agent) the agent gets none.
+func mcpServers(e *provider.MCPEndpoint, caps sdk.McpCapabilities) []sdk.McpServer {
+	if e == nil {
+		return []sdk.McpServer{}
+	}
+	if caps.Http && e.URL != "" {
+		var headers []sdk.HttpHeader
+		for k, v := range e.Headers() {
+			headers = append(headers, sdk.HttpHeader{Name: k, Value: v})
+		}
+		return []sdk.McpServer{{Http: &sdk.McpServerHttpInline{Type: "http", Name: e.Name, Url: e.URL, Headers: headers}}}
+	}
+	if e.BridgeCommand == "" {
+		return []sdk.McpServer{}
+	}
+	env := make([]sdk.EnvVariable, 0, len(e.BridgeEnv))
+	for _, kv := range e.BridgeEnv {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env = append(env, sdk.EnvVariable{Name: k, Value: v})
+		}
+	}
+	return []sdk.McpServer{{Stdio: &sdk.McpServerStdio{Name: e.Name, Command: e.BridgeCommand, Args: append([]string{}, e.BridgeArgs...), Env: env}}}
+}
+
+// StageDisposition stages a settlement tool call (jam_reply_to_message / jam_no_reply over
+// MCP) in the running turn.
+func (r *Runtime) StageDisposition(d provider.Disposition) error {
+	r.mu.Lock()
+	ts := r.turn
+	r.mu.Unlock()
+	if ts == nil {
+		return provider.ErrNoTurn
+	}
+	_, err := ts.settle.Stage(d, r.emitDisposition)
+	return err
 }

@@ -18,7 +18,7 @@ const (
 // jamRules tell Codex how it works in a room; the per-turn envelope repeats the part about
 // settling each message.
 const jamRules = `## Working in a Jam room
-You are an agent in a chat room, run by Jam. Each turn brings one or more room messages, each in a block with its id and author. Settle every message with a tool: jam_reply_to_message {message_id, text} posts your answer to the room as a reply to that message; jam_no_reply {message_id, reason} settles it without an answer. Only these tools reach the room; your final assistant text does not. Answer messages from other agents only when they need an answer, so agents do not talk in circles.`
+You are an agent in a chat room, run by Jam. Each turn brings one or more room messages, each in a block with its id and author. Settle every message with a tool: jam_reply_to_message {message_id, text} posts your answer to the room as a reply to that message; jam_no_reply {message_id, reason} settles it without an answer. Only these tools reach the room; your final assistant text does not. Answer messages from other agents only when they need an answer, so agents do not talk in circles. Jam's other tools: jam_send_message {text} posts a new room message, jam_room_context reads the room (participants with ids, recent messages), jam_ask_question {question, recipient_id?} asks a human and waits for the answer.`
 
 // threadParams are the thread/start (and thread/resume) parameters: working directory,
 // approval and sandbox policy, Jam's instructions and settlement tools, and the model and
@@ -30,7 +30,7 @@ func (r *Runtime) threadParams() map[string]any {
 		"approvalPolicy":        orDefault(set[domain.SettingKeyApprovalPolicy], defaultApprovalPolicy),
 		"sandbox":               orDefault(set[domain.SettingKeySandboxMode], defaultSandboxMode),
 		"developerInstructions": r.instructions(),
-		"dynamicTools":          provider.DispositionTools(),
+		"dynamicTools":          r.tools.Specs(),
 	}
 	if m := set[domain.SettingKeyModel]; m != "" {
 		p["model"] = m

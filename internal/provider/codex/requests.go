@@ -9,15 +9,6 @@ import (
 	"github.com/jam-dev/jam/internal/provider"
 )
 
-// toolAnswer is the answer to one item/tool/call, kept so a repeated call id gets it again.
-type toolAnswer struct {
-	args   string
-	result map[string]any
-}
-
-// maxReplayedCalls bounds the tool-call answers a runtime remembers.
-const maxReplayedCalls = 256
-
 // serverRequest answers the app-server's requests: settlement tool calls, and command and
 // file-change approvals through the permission broker. Anything else is declined.
 func (r *Runtime) serverRequest(method string, raw json.RawMessage) (any, *rpcError) {
@@ -40,42 +31,31 @@ func (r *Runtime) serverRequest(method string, raw json.RawMessage) (any, *rpcEr
 	return nil, &rpcError{Code: -32601, Message: "Jam does not handle " + method}
 }
 
-// toolCall stages a settlement disposition in the running turn. A call id seen before is
-// answered as the first time (Codex may retry a call); the same id with other arguments is
-// refused.
+// toolCall runs one dynamic tool call through Jam's tool registry, bound to this runtime
+// instance (the registry answers a repeated call id with its first result). A call outside
+// a turn runs with the runtime's lifetime as its context: settlement tools refuse it.
 func (r *Runtime) toolCall(callID, tool string, args json.RawMessage) map[string]any {
 	r.mu.Lock()
-	if prev, ok := r.calls[callID]; ok && callID != "" {
-		r.mu.Unlock()
-		if prev.args == string(args) {
-			return prev.result
-		}
-		return toolResult("Refused: this call id was already used with other arguments.", false)
-	}
 	ts := r.turn
 	r.mu.Unlock()
-	var result map[string]any
-	d, isDisposition, err := provider.ParseDisposition(tool, args)
-	switch {
-	case !isDisposition:
-		result = toolResult(fmt.Sprintf("Unknown tool %q.", domain.Truncate(tool, 100)), false)
-	case ts == nil:
-		result = toolResult("Not staged: no turn is running.", false)
-	default:
-		if err == nil {
-			_, err = ts.settle.Stage(d, r.emitDisposition)
-		}
-		result = toolResult(provider.DispositionAnswer(d, err))
+	ctx := context.Background()
+	if ts != nil {
+		ctx = ts.ctx
 	}
-	if callID != "" {
-		r.mu.Lock()
-		if len(r.calls) >= maxReplayedCalls {
-			clear(r.calls)
-		}
-		r.calls[callID] = toolAnswer{args: string(args), result: result}
-		r.mu.Unlock()
+	res := r.tools.Call(ctx, callID, tool, args)
+	return toolResult(res.Text, !res.IsError)
+}
+
+// StageDisposition stages a settlement tool call in the running turn.
+func (r *Runtime) StageDisposition(d provider.Disposition) error {
+	r.mu.Lock()
+	ts := r.turn
+	r.mu.Unlock()
+	if ts == nil {
+		return provider.ErrNoTurn
 	}
-	return result
+	_, err := ts.settle.Stage(d, r.emitDisposition)
+	return err
 }
 
 func toolResult(text string, ok bool) map[string]any {

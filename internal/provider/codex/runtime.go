@@ -2,7 +2,8 @@
 // child per runtime session (one per Shared host, its member rooms routed by thread id), one
 // Codex thread bound to each session (thread/start, or thread/resume of
 // the bound thread, never a silent fresh one), one Codex turn per Jam turn, steering with
-// turn/steer, settlement through the dynamic tools jam_reply_to_message and jam_no_reply, and
+// turn/steer, Jam's tool registry as dynamic tools (settlement through jam_reply_to_message and
+// jam_no_reply), and
 // command and file-change approvals through the permission broker.
 package codex
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/tools"
 )
 
 // Bounds of the adapter's own waits.
@@ -56,8 +58,8 @@ type Runtime struct {
 	stopping   bool
 	prepCancel context.CancelFunc
 	turn       *turnState
-	// calls answers a repeated tool call id with its first answer.
-	calls     map[string]toolAnswer
+	// tools are Jam's runtime tools, offered as dynamic tools.
+	tools     provider.ToolCaller
 	exited    chan struct{}
 	closeOnce sync.Once
 }
@@ -77,13 +79,21 @@ func New(spec provider.Spec) (provider.Runtime, error) {
 		log = slog.Default()
 	}
 	log = log.With("runtime_session", spec.RuntimeSession, "generation", spec.Generation, "transport", spec.Transport)
-	return &Runtime{
-		spec: spec, log: log,
+	r := &Runtime{
+		spec: spec, log: log, tools: spec.Tools,
 		stamper: provider.NewStamper(spec.RuntimeSession, spec.Generation, true, spec.Events),
 		stderr:  provider.NewTailBuffer(16 << 10),
-		calls:   map[string]toolAnswer{},
 		exited:  make(chan struct{}),
-	}, nil
+	}
+	if r.tools == nil {
+		// Settlement needs the disposition tools even where Jam wires no registry (adapter
+		// tests): the built-in registry limited to them, staging into this runtime.
+		local := tools.Builtin().Session(tools.Identity{AgentID: spec.AgentID, RoomID: spec.RoomID,
+			RuntimeSession: spec.RuntimeSession, Generation: spec.Generation}, nil, domain.ScopeSettle)
+		local.Bind(r)
+		r.tools = local
+	}
+	return r, nil
 }
 
 // Prepare spawns the app-server, initializes it and binds the thread: thread/resume of the

@@ -83,11 +83,12 @@ type Request struct {
 	At              time.Time
 }
 
-// Offers reports whether the agent offered a tool whose name ends with name (Claude Code
-// prefixes MCP tools: mcp__jam__jam_reply_to_message).
+// Offers reports whether the agent offered a tool whose name ends with name (agents prefix
+// MCP tools with their server: Claude Code's mcp__jam__jam_reply_to_message, OpenCode's
+// jam_jam_reply_to_message).
 func (r Request) Offers(name string) bool {
 	for _, t := range r.Tools {
-		if t == name || strings.HasSuffix(t, "__"+name) {
+		if t == name || strings.HasSuffix(t, "__"+name) || strings.HasSuffix(t, "_"+name) {
 			return true
 		}
 	}
@@ -97,7 +98,7 @@ func (r Request) Offers(name string) bool {
 // ToolName is the offered tool whose name ends with name ("" when not offered).
 func (r Request) ToolName(name string) string {
 	for _, t := range r.Tools {
-		if t == name || strings.HasSuffix(t, "__"+name) {
+		if t == name || strings.HasSuffix(t, "__"+name) || strings.HasSuffix(t, "_"+name) {
 			return t
 		}
 	}

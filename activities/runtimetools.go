@@ -1,0 +1,78 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/sandbox"
+	"github.com/jam-dev/jam/internal/tools"
+)
+
+// toolSession binds Jam's tool registry to the instance the spec describes, with every
+// scope an owned runtime has, and, when the node serves MCP, issues the instance's token
+// and tells the adapter where to reach the tools: the loopback URL host-native, the guest
+// URL from inside a sandbox. The token dies with the instance (revokeTools) or when a newer
+// generation of the session is issued one.
+func (r *Runtimes) toolSession(spec *provider.Spec, sandboxed bool) (*tools.Session, error) {
+	if r.Tools == nil {
+		return nil, nil
+	}
+	sess := tools.Builtin().Session(tools.Identity{AgentID: spec.AgentID, RoomID: spec.RoomID,
+		RuntimeSession: spec.RuntimeSession, Generation: spec.Generation}, r.Tools, tools.AllScopes()...)
+	spec.Tools = sess
+	if r.MCP == nil || r.MCP.Server == nil {
+		return sess, nil
+	}
+	url := r.MCP.URL
+	if sandboxed {
+		url = r.MCP.GuestURL
+	}
+	if url == "" {
+		return sess, nil
+	}
+	tok, err := r.MCP.Server.Issue(sess)
+	if err != nil {
+		return nil, err
+	}
+	e := &provider.MCPEndpoint{Name: tools.MCPServerName, URL: url, Token: tok}
+	if !sandboxed && len(r.MCP.Bridge) > 0 {
+		// The bridge runs on this host with the token in its argument list's environment:
+		// only the provider that spawns it sees it.
+		e.BridgeCommand, e.BridgeArgs = r.MCP.Bridge[0], append(append([]string{}, r.MCP.Bridge[1:]...), "--url", url)
+		e.BridgeEnv = []string{tools.BridgeTokenEnv + "=" + tok}
+	}
+	spec.MCP = e
+	return sess, nil
+}
+
+// revokeTools ends the MCP token of a session's instance of generation gen.
+func (r *Runtimes) revokeTools(session uuid.UUID, gen int64) {
+	if r.MCP != nil && r.MCP.Server != nil {
+		r.MCP.Server.Revoke(session, gen)
+	}
+}
+
+// allowToolEndpoint lets the sandbox reach the node's MCP endpoint, and only it: the guest
+// dials GuestURL through the sandbox's egress proxy, which passes exactly the target a rule
+// allows. A target the effective policy already allows gets no rule of Jam's.
+func (r *Runtimes) allowToolEndpoint(ctx context.Context, d *sandbox.Driver, name string) error {
+	if r.Tools == nil || r.MCP == nil || r.MCP.Server == nil || r.MCP.GuestTarget == "" {
+		return nil
+	}
+	target := r.MCP.GuestTarget
+	ok, err := d.PolicyCheckNetwork(ctx, name, target)
+	if err != nil {
+		return fmt.Errorf("check sandbox %s may reach Jam's tools at %s: %w", name, target, err)
+	}
+	if ok {
+		return nil
+	}
+	if err := d.PolicyAllowNetwork(ctx, name, []string{target}); err != nil {
+		return fmt.Errorf("allow sandbox %s to reach Jam's tools at %s: %w", name, target, err)
+	}
+	r.Log.Info("sandbox may reach Jam's tools", "sandbox", name, "target", target)
+	return nil
+}
