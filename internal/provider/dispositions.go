@@ -102,3 +102,10 @@ func DispositionAnswer(d Disposition, err error) (text string, ok bool) {
 		return "Message settled without a reply when your turn ends.", true
 	}
 }
+
+// QuestionAsker is implemented by a ToolCaller that may ask a human of the room: an
+// adapter maps its provider's native ask (Codex request_user_input) onto it. answered is
+// false when no answer came before the deadline: the provider proceeds without one.
+type QuestionAsker interface {
+	AskQuestion(ctx context.Context, question string) (answer string, answered bool, err error)
+}

@@ -283,3 +283,21 @@ func normalize(args json.RawMessage) []byte {
 	}
 	return b.Bytes()
 }
+
+var _ provider.QuestionAsker = (*Session)(nil)
+
+// AskQuestion is the question broker behind a provider's native ask, with the same scope
+// and fence as jam_ask_question.
+func (s *Session) AskQuestion(ctx context.Context, question string) (string, bool, error) {
+	if !s.scopes[domain.ScopeAsk] || s.backend == nil {
+		return "", false, refuse("this runtime may not ask questions")
+	}
+	if err := s.backend.Current(ctx, s.id); err != nil {
+		return "", false, err
+	}
+	ans, err := s.backend.Ask(ctx, s.id, QuestionRequest{Text: domain.Truncate(question, domain.MaxQuestionText)})
+	if err != nil {
+		return "", false, err
+	}
+	return ans.Text, ans.State == domain.QuestionAnswered, nil
+}

@@ -26,6 +26,8 @@ func (r *Runtime) serverRequest(method string, raw json.RawMessage) (any, *rpcEr
 		return r.toolCall(p.CallID, p.Tool, p.Arguments), nil
 	case "item/commandExecution/requestApproval", "item/fileChange/requestApproval":
 		return r.approval(method, raw), nil
+	case "item/tool/requestUserInput":
+		return r.userInput(raw), nil
 	}
 	r.log.Debug("codex server request declined", "method", method)
 	return nil, &rpcError{Code: -32601, Message: "Jam does not handle " + method}
@@ -111,4 +113,52 @@ func (r *Runtime) approval(method string, raw json.RawMessage) map[string]any {
 		return map[string]any{"decision": "acceptForSession"}
 	}
 	return map[string]any{"decision": "decline"}
+}
+
+// userInput answers Codex's request_user_input through Jam's question broker: each
+// question goes to the room's human in turn; one left unanswered (the deadline passed, or
+// this runtime may not ask) gets no answers, and Codex proceeds without.
+func (r *Runtime) userInput(raw json.RawMessage) map[string]any {
+	p, _ := paramsOf[struct {
+		Questions []struct {
+			ID       string `json:"id"`
+			Header   string `json:"header"`
+			Question string `json:"question"`
+			IsSecret bool   `json:"isSecret"`
+			Options  []struct {
+				Label       string `json:"label"`
+				Description string `json:"description"`
+			} `json:"options"`
+		} `json:"questions"`
+	}](r, "item/tool/requestUserInput", raw)
+	answers := map[string]any{}
+	r.mu.Lock()
+	ts := r.turn
+	r.mu.Unlock()
+	asker, ok := r.tools.(provider.QuestionAsker)
+	for _, q := range p.Questions {
+		got := []string{}
+		if ok && ts != nil && !q.IsSecret {
+			// A secret is never asked in the room: the transcript is not a secret store.
+			text := q.Question
+			if q.Header != "" {
+				text = q.Header + ": " + text
+			}
+			for _, o := range q.Options {
+				text += "\n- " + o.Label
+				if o.Description != "" {
+					text += " (" + o.Description + ")"
+				}
+			}
+			ans, answered, err := asker.AskQuestion(ts.ctx, text)
+			switch {
+			case err != nil:
+				r.log.Warn("request_user_input not asked", "error", err)
+			case answered:
+				got = []string{ans}
+			}
+		}
+		answers[q.ID] = map[string]any{"answers": got}
+	}
+	return map[string]any{"answers": answers}
 }
