@@ -160,7 +160,11 @@ func (l *Local) Post(ctx context.Context, m domain.Message) (domain.Message, err
 
 // notifyInbound pokes the room session of every owned agent the message was queued for. A
 // lost poke strands nothing: the queue is durable and Reconcile pokes rooms with backlog.
+// A Quiet message (past the room's hop limit) was queued as context only: it wakes no one.
 func (l *Local) notifyInbound(ctx context.Context, m domain.Message) {
+	if m.Quiet {
+		return
+	}
 	bindings, err := l.store.OwnedBindingsInRoom(ctx, m.RoomID)
 	if err != nil {
 		l.log.Warn("cannot find the room sessions to wake; Reconcile will", "room", m.RoomID, "error", err)
