@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +44,10 @@ type Runtimes struct {
 	// Sandbox is the node's `sbx` driver source, for sandboxed runtimes.
 	Sandbox *Sandbox
 	Log     *slog.Logger
+	// Poke signals an owned agent's room session that its room has backlog. A turn's reply
+	// that wakes pokes the room's other owned agents at once instead of leaving them for
+	// Reconcile. nil pokes no one.
+	Poke func(ctx context.Context, b domain.Binding) error
 	// Pause is the fault-injection point of crash tests (nil in production).
 	Pause func(ctx context.Context, point string)
 	// Env is the worker's environment, captured at start: executable resolution reads it,
@@ -360,8 +365,9 @@ type RunTurnResult struct {
 
 // RunTurn delivers every unsettled message of the session's room to its live runtime as one
 // turn and, only when the turn completes, commits its settlement (fenced on the instance
-// generation, idempotent on retry). A queue with nothing unsettled is an empty result: a
-// retried activity whose first attempt committed finds nothing to do.
+// generation, idempotent on retry). A queue with nothing unsettled, or only context, is an
+// empty result: a retried activity whose first attempt committed finds nothing to do. A
+// committed reply that wakes pokes the room's other owned agents.
 func (r *Runtimes) RunTurn(ctx context.Context, in RunTurnInput) (RunTurnResult, error) {
 	hs, err := r.Store.GetHostSession(ctx, in.RuntimeSession)
 	if err != nil {
@@ -371,16 +377,17 @@ func (r *Runtimes) RunTurn(ctx context.Context, in RunTurnInput) (RunTurnResult,
 	if err != nil {
 		return RunTurnResult{}, err
 	}
-	if len(rows) == 0 {
+	if !anyWakes(rows) {
+		// Context alone (past the hop limit) asks for no turn: it waits for one that does.
 		return RunTurnResult{Outcome: domain.TurnComplete}, nil
 	}
 	turn := provider.Turn{ID: in.TurnID}
 	for _, row := range rows {
-		m, err := r.Store.GetMessage(ctx, row.MessageID)
+		m, err := r.message(ctx, row)
 		if err != nil {
 			return RunTurnResult{}, err
 		}
-		turn.Messages = append(turn.Messages, r.message(ctx, m))
+		turn.Messages = append(turn.Messages, m)
 	}
 	stop := heartbeat(ctx)
 	res, err := r.Table.RunTurn(ctx, in.RuntimeSession, in.Generation, turn)
@@ -403,26 +410,33 @@ func (r *Runtimes) RunTurn(ctx context.Context, in RunTurnInput) (RunTurnResult,
 	for _, s := range res.Plan.Settles {
 		commit.Settles = append(commit.Settles, store.TurnSettle{MessageID: s.MessageID, How: s.How, Text: s.Text})
 	}
-	if _, err := r.Store.CommitTurn(ctx, commit); err != nil {
+	done, err := r.Store.CommitTurn(ctx, commit)
+	if err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			return RunTurnResult{}, contract.Fail(err.Error(), domain.ErrTypeRuntimeNotLive, err)
 		}
 		return RunTurnResult{}, err
 	}
 	out.Settled = len(commit.Settles)
+	r.wakeOthers(ctx, hs, done.Replies)
 	return out, nil
 }
 
-// message renders a room message for an envelope, naming its author.
-func (r *Runtimes) message(ctx context.Context, m domain.Message) provider.Message {
+// message renders a queued room message for an envelope, naming its author and marking
+// context (a row past the room's hop limit).
+func (r *Runtimes) message(ctx context.Context, row domain.Inbound) (provider.Message, error) {
+	m, err := r.Store.GetMessage(ctx, row.MessageID)
+	if err != nil {
+		return provider.Message{}, err
+	}
 	pm := provider.Message{ID: m.ID, RoomID: m.RoomID, Seq: m.Seq, AuthorKind: m.AuthorKind,
-		AuthorAgentID: m.AuthorAgentID, AuthorName: m.AuthorHuman, Text: m.Text}
+		AuthorAgentID: m.AuthorAgentID, AuthorName: m.AuthorHuman, Text: m.Text, Context: row.ContextOnly}
 	if m.AuthorAgentID != nil {
 		if a, err := r.Store.GetAgent(ctx, *m.AuthorAgentID); err == nil {
 			pm.AuthorName = a.Name
 		}
 	}
-	return pm
+	return pm, nil
 }
 
 // SteerTurnInput names the live instance whose running turn takes the room's new messages.
@@ -453,18 +467,18 @@ func (r *Runtimes) SteerTurn(ctx context.Context, in SteerTurnInput) (SteerTurnR
 	if err != nil {
 		return SteerTurnResult{}, err
 	}
+	if !anyWakes(rows) {
+		return SteerTurnResult{}, nil // context alone asks nothing of the running turn
+	}
 	msgs := make([]provider.Message, 0, len(rows))
 	for _, row := range rows {
-		m, err := r.Store.GetMessage(ctx, row.MessageID)
+		m, err := r.message(ctx, row)
 		if err != nil {
 			return SteerTurnResult{}, err
 		}
-		msgs = append(msgs, r.message(ctx, m))
+		msgs = append(msgs, m)
 	}
 	out := SteerTurnResult{Messages: len(msgs)}
-	if len(msgs) == 0 {
-		return out, nil
-	}
 	err = r.Table.Steer(ctx, in.RuntimeSession, in.Generation, msgs)
 	switch {
 	case errors.Is(err, provider.ErrSteerUnsupported), errors.Is(err, provider.ErrNoTurn), errors.Is(err, provider.ErrRuntimeNotLive):
@@ -528,4 +542,26 @@ func heartbeat(ctx context.Context) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// anyWakes reports whether any queued row asks for a turn: context-only rows (past the
+// room's hop limit) ride along with a turn but never start one.
+func anyWakes(rows []domain.Inbound) bool {
+	return slices.ContainsFunc(rows, func(in domain.Inbound) bool { return !in.ContextOnly })
+}
+
+// pokeTimeout bounds each poke of another agent's room session after a turn.
+const pokeTimeout = 10 * time.Second
+
+// wakeOthers pokes the room sessions of the room's other owned agents when the turn posted
+// a reply that wakes them, so they answer now instead of at the next Reconcile. A lost poke
+// strands nothing (Reconcile finds the backlog), so failures are logged and skipped.
+func (r *Runtimes) wakeOthers(ctx context.Context, hs domain.HostSession, replies []domain.Message) {
+	for _, m := range replies {
+		if !m.Quiet {
+			// One poke per session is enough: each turn reads the whole queue.
+			PokeRoom(ctx, r.Store, r.Poke, r.Log.With("runtime_session", hs.RuntimeSessionID), m)
+			return
+		}
+	}
 }

@@ -108,10 +108,11 @@ func (b *ToolBackend) Ask(ctx context.Context, id tools.Identity, q tools.Questi
 	return b.Questions.Ask(ctx, id, q)
 }
 
-// PokeRoom wakes the room sessions of the owned agents other than m's author, at once. A
-// lost poke strands nothing: the queue is durable and Reconcile pokes rooms with backlog.
+// PokeRoom wakes the room sessions of the owned agents other than m's author, at once,
+// unless m is past the room's hop limit (Quiet: it wakes no one). A lost poke strands
+// nothing: the queue is durable and Reconcile pokes rooms with backlog.
 func PokeRoom(ctx context.Context, st *store.Store, poke func(context.Context, domain.Binding) error, log *slog.Logger, m domain.Message) {
-	if poke == nil {
+	if poke == nil || m.Quiet {
 		return
 	}
 	bindings, err := st.OwnedBindingsInRoom(ctx, m.RoomID)
@@ -123,7 +124,10 @@ func PokeRoom(ctx context.Context, st *store.Store, poke func(context.Context, d
 		if m.AuthorAgentID != nil && *m.AuthorAgentID == b.AgentID {
 			continue
 		}
-		if err := poke(ctx, b); err != nil {
+		pctx, cancel := context.WithTimeout(ctx, pokeTimeout)
+		err := poke(pctx, b)
+		cancel()
+		if err != nil {
 			logWarn(log, "room session poke failed; Reconcile will retry", "room", m.RoomID,
 				"runtime_session", b.RuntimeSessionID, "error", err)
 		}

@@ -160,7 +160,11 @@ func (l *Local) Post(ctx context.Context, m domain.Message) (domain.Message, err
 
 // notifyInbound pokes the room session of every owned agent the message was queued for. A
 // lost poke strands nothing: the queue is durable and Reconcile pokes rooms with backlog.
+// A Quiet message (past the room's hop limit) was queued as context only: it wakes no one.
 func (l *Local) notifyInbound(ctx context.Context, m domain.Message) {
+	if m.Quiet {
+		return
+	}
 	bindings, err := l.store.OwnedBindingsInRoom(ctx, m.RoomID)
 	if err != nil {
 		l.log.Warn("cannot find the room sessions to wake; Reconcile will", "room", m.RoomID, "error", err)
@@ -245,8 +249,14 @@ func (l *Local) Receive(ctx context.Context, agent uuid.UUID, lease uuid.UUID, w
 	}
 }
 
+// Settle settles an attached agent's message; its reply wakes the room's owned agents at
+// once, as any posted message does (unless past the hop limit).
 func (l *Local) Settle(ctx context.Context, agent, message uuid.UUID, how domain.Settlement, text string) (domain.Inbound, *domain.Message, error) {
-	return l.store.Settle(ctx, agent, message, how, text, l.now())
+	in, reply, err := l.store.Settle(ctx, agent, message, how, text, l.now())
+	if err == nil && reply != nil {
+		l.notifyInbound(ctx, *reply)
+	}
+	return in, reply, err
 }
 
 func (l *Local) Subscribe(f store.EventFilter, buf int) *Subscription { return l.hub.Subscribe(f, buf) }

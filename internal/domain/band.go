@@ -162,6 +162,9 @@ type Message struct {
 	// (0 for a human's): past the room's hop limit a message wakes no one (AgentHopsWake).
 	AgentHops int
 	CreatedAt time.Time
+	// Quiet is not stored: the post that wrote the message sets it when the message is past
+	// the room's hop limit, so the caller pokes no one (its recipients got context rows).
+	Quiet bool
 }
 
 // Inbound is one message in one agent's queue.

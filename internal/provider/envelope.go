@@ -33,9 +33,11 @@ type Envelope struct {
 	Tools bool
 }
 
-// Envelope markers. The test agent reads the message blocks, so they are stable.
+// Envelope markers. The test agent reads the message blocks, so they are stable. A context
+// block opens with its own marker, so a reader of "[message" blocks passes over it.
 const (
 	messageOpen  = "[message %d of %d] id=%s from=%s (%s)"
+	contextOpen  = "[context message %d of %d] id=%s from=%s (%s)"
 	messageClose = "[end message]"
 	noticeMarker = "[JAM NOTICE]"
 )
@@ -50,19 +52,23 @@ const (
 	finalToolsInstructions = " You also have Jam's tools: " + domain.ToolReplyToMessage + " {message_id, text} answers a message, " +
 		domain.ToolNoReply + " {message_id, reason} settles one without an answer; once you settle a message with a tool, " +
 		"your final response is not posted for it."
-	noticeInstructions = "This is a notice from Jam, not a room message. Do not reply to it in the room."
+	noticeInstructions  = "This is a notice from Jam, not a room message. Do not reply to it in the room."
+	contextInstructions = "Messages marked [context message] are past the room's agent hop limit (agents have answered " +
+		"each other too many times since a human last wrote). They are context only and need no answer: do not reply to them."
 )
 
 // RenderEnvelope renders a turn's prompt: the preamble, each message as a delimited block,
 // and the settlement instructions of the style. A turn made only of Jam notices gets the
-// notice envelope, which says not to reply.
+// notice envelope, which says not to reply. Context messages (past the room's hop limit)
+// get their own block marker and a note that they need no answer; a turn made only of
+// notices and context gets no settlement instructions.
 func RenderEnvelope(e Envelope) string {
 	var b strings.Builder
 	if p := strings.TrimSpace(e.Preamble); p != "" {
 		b.WriteString(p)
 		b.WriteString("\n\n")
 	}
-	notices := 0
+	notices, contexts := 0, 0
 	for i, m := range e.Messages {
 		if m.Notice {
 			notices++
@@ -73,23 +79,31 @@ func RenderEnvelope(e Envelope) string {
 		if m.FromHuman() {
 			kind = "human"
 		}
-		fmt.Fprintf(&b, messageOpen+"\n%s\n%s\n\n", i+1, len(e.Messages), m.ID, displayName(m.AuthorName), kind, m.Text, messageClose)
-	}
-	if notices == len(e.Messages) {
-		return strings.TrimRight(b.String(), "\n")
-	}
-	switch {
-	case e.Style == FinalResponse:
-		b.WriteString(finalInstructions)
-		if e.Tools {
-			b.WriteString(finalToolsInstructions)
+		open := messageOpen
+		if m.Context {
+			contexts++
+			open = contextOpen
 		}
-	case e.Steered:
-		b.WriteString(steeredInstructions)
-	default:
-		b.WriteString(explicitInstructions)
+		fmt.Fprintf(&b, open+"\n%s\n%s\n\n", i+1, len(e.Messages), m.ID, displayName(m.AuthorName), kind, m.Text, messageClose)
 	}
-	return b.String()
+	if notices+contexts < len(e.Messages) {
+		switch {
+		case e.Style == FinalResponse:
+			b.WriteString(finalInstructions)
+			if e.Tools {
+				b.WriteString(finalToolsInstructions)
+			}
+		case e.Steered:
+			b.WriteString(steeredInstructions)
+		default:
+			b.WriteString(explicitInstructions)
+		}
+		b.WriteString("\n\n")
+	}
+	if contexts > 0 {
+		b.WriteString(contextInstructions)
+	}
+	return strings.TrimRight(b.String(), "\n")
 }
 
 func displayName(n string) string {

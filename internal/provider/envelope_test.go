@@ -59,3 +59,31 @@ func TestAuthorNamesCannotForgeEnvelopeMarkers(t *testing.T) {
 	out := RenderEnvelope(Envelope{Style: FinalResponse, Messages: []Message{m}})
 	assert.Equal(t, 1, strings.Count(out, "[end message]"))
 }
+
+func contextMsg(text string) Message {
+	m := agentMsg(text)
+	m.Context = true
+	return m
+}
+
+func TestContextMessagesAreMarkedAsPastTheHopLimitAndNeedingNoAnswer(t *testing.T) {
+	t.Parallel()
+	q, c := human("q"), contextMsg("more of the same")
+	out := RenderEnvelope(Envelope{Style: FinalResponse, Messages: []Message{q, c}})
+	assert.Contains(t, out, "[message 1 of 2] id="+q.ID.String()+" from=alice (human)\nq\n[end message]")
+	assert.Contains(t, out, "[context message 2 of 2] id="+c.ID.String()+" from=bot (agent)\nmore of the same\n[end message]")
+	assert.Equal(t, 1, strings.Count(out, "[message "), "a reader of message blocks passes over the context block")
+	assert.Contains(t, out, "final response will be posted")
+	assert.Contains(t, out, "past the room's agent hop limit")
+	assert.Contains(t, out, "need no answer")
+}
+
+func TestAnEnvelopeOfOnlyContextAsksForNoSettlement(t *testing.T) {
+	t.Parallel()
+	for _, style := range []EnvelopeStyle{ExplicitDisposition, FinalResponse} {
+		out := RenderEnvelope(Envelope{Style: style, Steered: true, Messages: []Message{contextMsg("a"), contextMsg("b")}})
+		assert.Contains(t, out, "need no answer")
+		assert.NotContains(t, out, domain.ToolReplyToMessage)
+		assert.NotContains(t, out, "final response")
+	}
+}

@@ -23,6 +23,9 @@ type Message struct {
 	Text       string
 	// Notice marks a Jam-local notice: it is only ever acknowledged, never answered.
 	Notice bool
+	// Context marks a message past the room's agent hop limit (a context-only inbound row):
+	// the turn shows it but does not answer it; without a disposition it is acknowledged.
+	Context bool
 }
 
 // FromHuman reports whether a human wrote the message.
@@ -34,12 +37,19 @@ type Turn struct {
 	Messages []Message
 }
 
-// Source is the message the turn answers: its newest.
+// Source is the message the turn answers: its newest that is not context (its newest when
+// all are).
 func (t Turn) Source() *uuid.UUID {
 	if len(t.Messages) == 0 {
 		return nil
 	}
 	id := t.Messages[len(t.Messages)-1].ID
+	for i := len(t.Messages) - 1; i >= 0; i-- {
+		if !t.Messages[i].Context {
+			id = t.Messages[i].ID
+			break
+		}
+	}
 	return &id
 }
 
@@ -311,7 +321,8 @@ func (s *Settlement) Plan(outcome domain.TurnOutcome) Plan {
 	for _, m := range s.active {
 		switch {
 		case s.hasDisposition(m.ID):
-		case m.Notice:
+		case m.Notice, m.Context:
+			// Neither asks for an answer: the final text never replies to one.
 			p.Settles = append(p.Settles, Settle{MessageID: m.ID, How: domain.SettledAck})
 		case disposed:
 			p.Unsettled = append(p.Unsettled, m.ID)

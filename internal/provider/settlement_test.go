@@ -225,3 +225,68 @@ func TestNoFallbackOnceTheTurnDisposedOfAMessage(t *testing.T) {
 	assert.Equal(t, []Settle{{MessageID: a.ID, How: domain.SettledReply, Text: "answer to a"}}, p.Settles)
 	assert.Equal(t, []uuid.UUID{b.ID}, p.Unsettled, "the other message stays queued")
 }
+
+// A context message (past the room's hop limit) is acknowledged unless the agent disposed
+// of it; the final text never answers it, and goes to the newest message that wants one.
+func TestContextMessagesAreAcknowledgedAndNeverGetTheFallbackReply(t *testing.T) {
+	t.Parallel()
+	q, c1, c2 := human("question"), contextMsg("context one"), contextMsg("context two")
+	tests := []struct {
+		name   string
+		msgs   []Message
+		opts   SettlementOptions
+		stage  []Disposition
+		text   string
+		want   []Settle
+		queued []uuid.UUID
+	}{
+		{
+			name: "the fallback replies to the newest message that is not context",
+			msgs: []Message{c1, q, c2}, text: "answer",
+			want: []Settle{
+				{MessageID: c1.ID, How: domain.SettledAck},
+				{MessageID: c2.ID, How: domain.SettledAck},
+				{MessageID: q.ID, How: domain.SettledReply, Text: "answer", Fallback: true},
+			},
+		},
+		{
+			name: "a turn of only context posts nothing",
+			msgs: []Message{c1, c2}, text: "echo",
+			want: []Settle{{MessageID: c1.ID, How: domain.SettledAck}, {MessageID: c2.ID, How: domain.SettledAck}},
+		},
+		{
+			name: "context is acknowledged even when the turn disposed of other messages",
+			msgs: []Message{q, c1}, opts: capable(), text: "done",
+			stage: []Disposition{{MessageID: q.ID, Kind: domain.DispositionReply, Text: "answer"}},
+			want:  []Settle{{MessageID: q.ID, How: domain.SettledReply, Text: "answer"}, {MessageID: c1.ID, How: domain.SettledAck}},
+		},
+		{
+			name: "an agent may still answer context on purpose",
+			msgs: []Message{c1}, opts: capable(),
+			stage: []Disposition{{MessageID: c1.ID, Kind: domain.DispositionReply, Text: "noted"}},
+			want:  []Settle{{MessageID: c1.ID, How: domain.SettledReply, Text: "noted"}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewSettlement(tc.msgs, tc.opts)
+			for _, d := range tc.stage {
+				_, err := s.Stage(d, nil)
+				require.NoError(t, err)
+			}
+			s.AddText(tc.text)
+			p := s.Plan(domain.TurnComplete)
+			assert.Equal(t, tc.want, p.Settles)
+			assert.Equal(t, tc.queued, p.Unsettled)
+			assert.Empty(t, p.Thought)
+		})
+	}
+}
+
+func TestATurnsSourceIsItsNewestMessageThatIsNotContext(t *testing.T) {
+	t.Parallel()
+	q, c := human("q"), contextMsg("c")
+	assert.Equal(t, q.ID, *Turn{Messages: []Message{q, c}}.Source())
+	assert.Equal(t, c.ID, *Turn{Messages: []Message{c}}.Source(), "all context: the newest")
+	assert.Nil(t, Turn{}.Source())
+}

@@ -92,16 +92,20 @@ type Claim struct {
 // messages wait for an authoritative re-add instead of reaching it outside the room.
 const activeMembership = `EXISTS (SELECT 1 FROM room_participants p WHERE p.room_id = i.room_id AND p.agent_id = i.agent_id AND p.active)`
 
+// claimable leaves out context-only rows: a message past the room's hop limit is never
+// handed to a receiver (an attached agent would answer it and extend the chain).
+const claimable = `NOT i.context_only AND ` + activeMembership
+
 // fencedQuery finds the unsettled message already delivered on a lease.
 const fencedQuery = `
-SELECT i.* FROM inbound i WHERE i.agent_id = ? AND i.lease_id = ? AND i.state = ? AND ` + activeMembership + `
+SELECT i.* FROM inbound i WHERE i.agent_id = ? AND i.lease_id = ? AND i.state = ? AND ` + claimable + `
 ORDER BY i.seq LIMIT 1`
 
 // offerQuery finds the oldest message that is queued or was delivered on a stale lease.
 const offerQuery = `
 SELECT i.* FROM inbound i LEFT JOIN receive_leases l ON l.id = i.lease_id
 WHERE i.agent_id = ? AND (i.state = ? OR (i.state = ? AND (l.id IS NULL
-      OR (l.touched_at < ? AND (l.waiter IS NULL OR l.waiter_until < ?))))) AND ` + activeMembership + `
+      OR (l.touched_at < ? AND (l.waiter IS NULL OR l.waiter_until < ?))))) AND ` + claimable + `
 ORDER BY i.seq LIMIT 1`
 
 // ClaimInbound hands the receiver on lease its next message: first the unsettled message

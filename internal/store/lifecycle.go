@@ -11,10 +11,11 @@ import (
 )
 
 // CountUnsettled is how many of an agent's messages in one room are not settled yet: the
-// backlog that decides whether a dormant room session must wake.
+// backlog that decides whether a dormant room session must wake. Context-only rows wake
+// nothing, so they are not backlog.
 func (q *Q) CountUnsettled(ctx context.Context, agent, room uuid.UUID) (int, error) {
 	var n int
-	if err := q.get(ctx, &n, `SELECT COUNT(*) FROM inbound WHERE agent_id = ? AND room_id = ? AND state <> ?`,
+	if err := q.get(ctx, &n, `SELECT COUNT(*) FROM inbound WHERE agent_id = ? AND room_id = ? AND state <> ? AND NOT context_only`,
 		agent, room, domain.InboundSettled); err != nil {
 		return 0, fmt.Errorf("backlog of agent %s in room %s: %w", agent, room, err)
 	}
@@ -38,8 +39,8 @@ WHERE b.room_id = ? AND b.active AND a.kind = ? ORDER BY b.created_at, b.id`, ro
 }
 
 // SessionsWithBacklog lists the live (not removed) room sessions of owned agents that want
-// to run and have unsettled messages in their room: what Reconcile pokes, so a lost poke
-// never strands a message. A session held in a permanent start failure is not among them:
+// to run and have unsettled messages in their room (context-only rows aside): what Reconcile
+// pokes, so a lost poke never strands a message. A session held in a permanent start failure is not among them:
 // only a change wakes it.
 func (q *Q) SessionsWithBacklog(ctx context.Context, limit int) ([]uuid.UUID, error) {
 	var ids []uuid.UUID
@@ -47,7 +48,8 @@ func (q *Q) SessionsWithBacklog(ctx context.Context, limit int) ([]uuid.UUID, er
 SELECT h.runtime_session_id FROM host_sessions h JOIN agents a ON a.id = h.agent_id
   JOIN runtime_sessions s ON s.id = h.runtime_session_id
 WHERE h.removed_at IS NULL AND a.kind = ? AND a.run_intent = ? AND s.failure_class IS NULL
-  AND EXISTS (SELECT 1 FROM inbound i WHERE i.agent_id = h.agent_id AND i.room_id = h.room_id AND i.state <> ?)
+  AND EXISTS (SELECT 1 FROM inbound i WHERE i.agent_id = h.agent_id AND i.room_id = h.room_id AND i.state <> ?
+    AND NOT i.context_only)
 ORDER BY h.runtime_session_id LIMIT ?`, domain.AgentOwned, domain.RunIntentRunning, domain.InboundSettled, limit); err != nil {
 		return nil, fmt.Errorf("sessions with backlog: %w", err)
 	}

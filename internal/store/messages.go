@@ -44,11 +44,15 @@ type messageEvent struct {
 	Text          string                 `json:"text"`
 	ReplyTo       *uuid.UUID             `json:"reply_to,omitempty"`
 	Recipients    []uuid.UUID            `json:"recipients"`
+	AgentHops     int                    `json:"agent_hops"`
+	// Wakes is false past the room's hop limit: the recipients got the message as context.
+	Wakes bool `json:"wakes"`
 }
 
 // PostMessage appends a message to a room's transcript and queues one inbound row for every
 // agent participant other than the author, all in one transaction. The author must be an
-// active participant.
+// active participant. The message's agent hops are counted here; past the room's hop limit
+// its rows are context only and the returned message is Quiet.
 func (q *Q) PostMessage(ctx context.Context, m domain.Message) (domain.Message, error) {
 	m.CreatedAt = domain.Timestamp(m.CreatedAt)
 	err := q.atomic(ctx, func(q *Q) error {
@@ -91,29 +95,41 @@ func (q *Q) postMessage(ctx context.Context, m domain.Message) (domain.Message, 
 		return m, err
 	}
 	m.Seq = first
+	if m.AgentHops, err = q.agentHops(ctx, m); err != nil {
+		return m, err
+	}
+	m.Quiet = false
+	if m.AgentHops > 0 {
+		limit, err := q.maxAgentHops(ctx)
+		if err != nil {
+			return m, err
+		}
+		m.Quiet = !domain.AgentHopsWake(m.AgentHops, limit)
+	}
 	var human *string
 	if m.AuthorKind == domain.ParticipantHuman {
 		human = &m.AuthorHuman
 	}
 	if _, err := q.exec(ctx, `
-INSERT INTO messages (id, seq, room_id, author_kind, author_agent_id, author_human, text, reply_to, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.ID, m.Seq, m.RoomID, m.AuthorKind, m.AuthorAgentID, human, m.Text, m.ReplyTo, m.CreatedAt); err != nil {
+INSERT INTO messages (id, seq, room_id, author_kind, author_agent_id, author_human, text, reply_to, created_at, agent_hops)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.ID, m.Seq, m.RoomID, m.AuthorKind, m.AuthorAgentID, human, m.Text, m.ReplyTo, m.CreatedAt,
+		m.AgentHops); err != nil {
 		return m, err
 	}
 	events := []domain.Event{NewEvent(domain.EventMessagePosted, &m.RoomID, m.AuthorAgentID, messageEvent{
 		ID: m.ID, Seq: m.Seq, AuthorKind: m.AuthorKind, AuthorAgentID: m.AuthorAgentID, AuthorHuman: m.AuthorHuman,
-		Text: m.Text, ReplyTo: m.ReplyTo, Recipients: nonNil(recipients),
+		Text: m.Text, ReplyTo: m.ReplyTo, Recipients: nonNil(recipients), AgentHops: m.AgentHops, Wakes: !m.Quiet,
 	})}
 	if len(recipients) > 0 {
 		values := make([]string, len(recipients))
-		args := make([]any, 0, 6*len(recipients))
+		args := make([]any, 0, 7*len(recipients))
 		for i, agent := range recipients {
-			values[i] = "(?, ?, ?, ?, ?, ?)"
-			args = append(args, agent, m.ID, m.RoomID, m.Seq, domain.InboundQueued, m.CreatedAt)
+			values[i] = "(?, ?, ?, ?, ?, ?, ?)"
+			args = append(args, agent, m.ID, m.RoomID, m.Seq, domain.InboundQueued, m.CreatedAt, m.Quiet)
 			events = append(events, NewEvent(domain.EventInboundQueued, &m.RoomID, &recipients[i],
-				map[string]any{"message_id": m.ID, "seq": m.Seq}))
+				map[string]any{"message_id": m.ID, "seq": m.Seq, "context_only": m.Quiet}))
 		}
-		if _, err := q.exec(ctx, `INSERT INTO inbound (agent_id, message_id, room_id, seq, state, created_at) VALUES `+
+		if _, err := q.exec(ctx, `INSERT INTO inbound (agent_id, message_id, room_id, seq, state, created_at, context_only) VALUES `+
 			strings.Join(values, ", "), args...); err != nil {
 			return m, err
 		}
@@ -190,7 +206,8 @@ func (q *Q) GetInbound(ctx context.Context, agent, message uuid.UUID) (domain.In
 	return r.domain(), nil
 }
 
-// ListUnsettled lists an agent's unsettled queue rows in message order (room optional).
+// ListUnsettled lists an agent's unsettled queue rows in message order (room optional),
+// context-only rows included: an owned runtime's next turn shows them as context.
 func (q *Q) ListUnsettled(ctx context.Context, agent uuid.UUID, room *uuid.UUID) ([]domain.Inbound, error) {
 	query, args := `SELECT * FROM inbound WHERE agent_id = ? AND state <> ?`, []any{agent, domain.InboundSettled}
 	if room != nil {
@@ -253,6 +270,9 @@ func (q *Q) settle(ctx context.Context, agent, message uuid.UUID, how domain.Set
 		}
 		if prev.Text != text {
 			return in, nil, ErrSettledOtherwise
+		}
+		if prev, err = q.withQuiet(ctx, prev); err != nil {
+			return in, nil, err
 		}
 		return in, &prev, nil
 	}

@@ -67,14 +67,23 @@ type TurnCommit struct {
 	At             time.Time
 }
 
+// CommittedTurn is what committing a turn settled and posted.
+type CommittedTurn struct {
+	// Inbound are the settled rows, in the order of the commit's settlements.
+	Inbound []domain.Inbound
+	// Replies are the messages the turn's replies posted, in order; a Quiet one is past the
+	// room's hop limit and wakes no one.
+	Replies []domain.Message
+}
+
 // CommitTurn settles a completed turn's messages in one transaction, fenced on the runtime
 // instance generation. It is idempotent: an exact retry (a redelivered activity) changes
-// nothing and returns the same rows; a conflicting second settlement fails.
-func (q *Q) CommitTurn(ctx context.Context, c TurnCommit) ([]domain.Inbound, error) {
+// nothing and returns the same rows and replies; a conflicting second settlement fails.
+func (q *Q) CommitTurn(ctx context.Context, c TurnCommit) (CommittedTurn, error) {
 	at := domain.Timestamp(c.At)
-	var out []domain.Inbound
+	var out CommittedTurn
 	err := q.atomic(ctx, func(q *Q) error {
-		out = out[:0]
+		out = CommittedTurn{}
 		// An exact retry writes nothing, so it is answered even after a successor instance
 		// began: the activity that committed, then died before reporting, must not fail.
 		if done, ok, err := q.committedAlready(ctx, c); err != nil || ok {
@@ -85,53 +94,60 @@ func (q *Q) CommitTurn(ctx context.Context, c TurnCommit) ([]domain.Inbound, err
 			return err
 		}
 		for _, s := range c.Settles {
-			in, _, err := q.settle(ctx, c.AgentID, s.MessageID, s.How, s.Text, at)
+			in, reply, err := q.settle(ctx, c.AgentID, s.MessageID, s.How, s.Text, at)
 			if err != nil {
 				return fmt.Errorf("message %s: %w", s.MessageID, err)
 			}
-			out = append(out, in)
+			out.Inbound = append(out.Inbound, in)
+			if reply != nil {
+				out.Replies = append(out.Replies, *reply)
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("commit turn %s of %s: %w", c.TurnID, c.RuntimeSession, err)
+		return CommittedTurn{}, fmt.Errorf("commit turn %s of %s: %w", c.TurnID, c.RuntimeSession, err)
 	}
 	return out, nil
 }
 
 // committedAlready reports whether every settlement of c is already in place exactly as c
-// asks, returning the rows.
-func (q *Q) committedAlready(ctx context.Context, c TurnCommit) ([]domain.Inbound, bool, error) {
+// asks, returning the rows and replies.
+func (q *Q) committedAlready(ctx context.Context, c TurnCommit) (CommittedTurn, bool, error) {
 	if len(c.Settles) == 0 {
-		return nil, false, nil
+		return CommittedTurn{}, false, nil
 	}
-	rows := make([]domain.Inbound, 0, len(c.Settles))
+	out := CommittedTurn{Inbound: make([]domain.Inbound, 0, len(c.Settles))}
 	for _, st := range c.Settles {
 		in, err := q.GetInbound(ctx, c.AgentID, st.MessageID)
 		if errors.Is(err, ErrNotFound) {
-			return nil, false, nil
+			return CommittedTurn{}, false, nil
 		}
 		if err != nil {
-			return nil, false, err
+			return CommittedTurn{}, false, err
 		}
 		if in.State != domain.InboundSettled || in.Settlement != st.How {
-			return nil, false, nil
+			return CommittedTurn{}, false, nil
 		}
 		if st.How == domain.SettledReply {
 			if in.ReplyMessageID == nil {
-				return nil, false, nil
+				return CommittedTurn{}, false, nil
 			}
 			prev, err := q.GetMessage(ctx, *in.ReplyMessageID)
 			if err != nil {
-				return nil, false, err
+				return CommittedTurn{}, false, err
 			}
 			if prev.Text != st.Text {
-				return nil, false, nil
+				return CommittedTurn{}, false, nil
 			}
+			if prev, err = q.withQuiet(ctx, prev); err != nil {
+				return CommittedTurn{}, false, err
+			}
+			out.Replies = append(out.Replies, prev)
 		}
-		rows = append(rows, in)
+		out.Inbound = append(out.Inbound, in)
 	}
-	return rows, true, nil
+	return out, true, nil
 }
 
 // AppendRuntimeActivity writes runtime events (each payload one provider AgentEvent) to the

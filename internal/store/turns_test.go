@@ -39,16 +39,21 @@ func TestCommitTurnSettlesOnceAndFencesRetiredInstances(t *testing.T) {
 		}
 		commit := TurnCommit{RuntimeSession: session, Generation: gen1, AgentID: a.ID, TurnID: "t1", At: fixtureTime,
 			Settles: []TurnSettle{{MessageID: q1.ID, How: domain.SettledAck}, {MessageID: q2.ID, How: domain.SettledReply, Text: "answer"}}}
-		rows, err := s.CommitTurn(ctx, commit)
+		done, err := s.CommitTurn(ctx, commit)
 		if err != nil {
 			t.Fatal(err)
 		}
+		rows := done.Inbound
 		if len(rows) != 2 || rows[1].ReplyMessageID == nil {
 			t.Fatalf("rows %+v", rows)
 		}
+		if len(done.Replies) != 1 || done.Replies[0].ID != *rows[1].ReplyMessageID || done.Replies[0].Quiet {
+			t.Fatalf("replies %+v", done.Replies)
+		}
 		// A redelivered activity retries exactly: nothing changes, no second reply is posted.
 		again, err := s.CommitTurn(ctx, commit)
-		if err != nil || *again[1].ReplyMessageID != *rows[1].ReplyMessageID {
+		if err != nil || *again.Inbound[1].ReplyMessageID != *rows[1].ReplyMessageID ||
+			len(again.Replies) != 1 || again.Replies[0].ID != done.Replies[0].ID {
 			t.Fatalf("retry: %+v %v", again, err)
 		}
 		msgs, _ := s.ListMessages(ctx, room.ID, 0, 10)
@@ -63,7 +68,7 @@ func TestCommitTurnSettlesOnceAndFencesRetiredInstances(t *testing.T) {
 		}
 		// The activity that committed and died before reporting is retried after the successor
 		// began: an exact retry writes nothing and still succeeds.
-		if again, err := s.CommitTurn(ctx, commit); err != nil || *again[1].ReplyMessageID != *rows[1].ReplyMessageID {
+		if again, err := s.CommitTurn(ctx, commit); err != nil || *again.Inbound[1].ReplyMessageID != *rows[1].ReplyMessageID {
 			t.Fatalf("exact retry after a successor began: %+v %v", again, err)
 		}
 		q3 := humanPost(t, s, room.ID, "alice", "question three")
