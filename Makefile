@@ -20,9 +20,9 @@ build:
 test:
 	$(GO) test -count=1 -timeout 20m ./...
 
-## test-race: the race detector over the runtime activities, API, Band, permission broker, provider adapters and tools
+## test-race: the race detector over the runtime activities, API, Band, permission and question brokers, provider adapters and tools
 test-race:
-	$(GO) test -race -count=1 -timeout 10m ./activities/ ./api/ ./internal/band/ ./internal/permission/ ./internal/provider/... ./internal/tools/
+	$(GO) test -race -count=1 -timeout 10m ./activities/ ./api/ ./internal/band/ ./internal/permission/ ./internal/questions/ ./internal/provider/... ./internal/tools/
 
 ## check: vet, formatting and the workflow determinism check
 check: vet fmt-check workflowcheck

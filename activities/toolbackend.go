@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/questions"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/tools"
 )
@@ -138,4 +140,31 @@ func logWarn(log *slog.Logger, msg string, args ...any) {
 	if log != nil {
 		log.Warn(msg, args...)
 	}
+}
+
+// BrokerAsker is the question broker behind jam_ask_question and native asks.
+type BrokerAsker struct{ Broker *questions.Broker }
+
+var _ Asker = BrokerAsker{}
+
+// Ask maps a tool's question onto the broker; a question Jam will not ask (no human, or
+// several and none named) is a refusal the agent reads.
+func (a BrokerAsker) Ask(ctx context.Context, id tools.Identity, q tools.QuestionRequest) (tools.QuestionAnswer, error) {
+	ans, err := a.Broker.Ask(ctx, questions.Ask{AgentID: id.AgentID, RoomID: id.RoomID, RuntimeSession: id.RuntimeSession,
+		Text: q.Text, RecipientID: q.RecipientID, TimeoutSecs: q.TimeoutSecs})
+	var refused *questions.RefusedError
+	var invalid *domain.ValidationError
+	switch {
+	case errors.As(err, &refused):
+		return tools.QuestionAnswer{}, &tools.ErrNoRecipient{Reason: refused.Reason}
+	case errors.As(err, &invalid):
+		return tools.QuestionAnswer{}, &tools.Refusal{Text: "Not asked: " + invalid.Error() + "."}
+	case err != nil:
+		return tools.QuestionAnswer{}, err
+	}
+	by := ans.By
+	if name, ok := strings.CutPrefix(by, "human:"); ok {
+		by = name
+	}
+	return tools.QuestionAnswer{QuestionID: ans.QuestionID, State: ans.State, Text: ans.Text, By: by}, nil
 }

@@ -2,9 +2,11 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -21,8 +23,11 @@ type AgentBody struct {
 	Kind      domain.AgentKind `json:"kind"`
 	Briefing  string           `json:"briefing"`
 	RunIntent domain.RunIntent `json:"run_intent"`
-	CreatedAt time.Time        `json:"created_at"`
-	UpdatedAt time.Time        `json:"updated_at"`
+	// QuestionTimeoutSecs is how long the agent's questions to humans wait (0:
+	// indefinitely); null leaves it to JAM_QUESTION_TIMEOUT_SECS and the setting.
+	QuestionTimeoutSecs *int      `json:"question_timeout_secs"`
+	CreatedAt           time.Time `json:"created_at"`
+	UpdatedAt           time.Time `json:"updated_at"`
 	// APIKey is set once, in the response that creates an attached agent.
 	APIKey string `json:"api_key,omitempty"`
 }
@@ -34,7 +39,7 @@ type AgentList struct {
 
 func agentBody(a domain.Agent) AgentBody {
 	return AgentBody{ID: a.ID, Name: a.Name, Kind: a.Kind, Briefing: a.Briefing, RunIntent: a.RunIntent,
-		CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+		QuestionTimeoutSecs: a.QuestionTimeoutSecs, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
 }
 
 // CreateAgentRequest is the body of POST /v1/agents.
@@ -81,16 +86,59 @@ func validateBriefing(b string) error {
 	return domain.ValidateText("briefing", b, domain.MaxBriefingLen)
 }
 
-// PatchAgentRequest is the body of PATCH /v1/agents/{id}.
+// PatchAgentRequest is the body of PATCH /v1/agents/{id}: the fields it carries are
+// changed, the others left as they are.
 type PatchAgentRequest struct {
-	Briefing *string `json:"briefing"`
+	Briefing *string `json:"briefing,omitempty"`
+	// QuestionTimeoutSecs: a number of seconds (0: indefinitely) sets the agent's question
+	// deadline, null clears it.
+	QuestionTimeoutSecs NullableInt `json:"question_timeout_secs,omitzero"`
 }
 
 func (r PatchAgentRequest) Validate() error {
-	if r.Briefing == nil {
-		return &domain.ValidationError{Field: "briefing", Detail: "required (the only editable field)"}
+	var v domain.Validations
+	if r.Briefing == nil && !r.QuestionTimeoutSecs.Set {
+		v.Add("briefing", "briefing or question_timeout_secs is required")
 	}
-	return validateBriefing(*r.Briefing)
+	if r.Briefing != nil {
+		if err := validateBriefing(*r.Briefing); err != nil {
+			v.AddErr("briefing", err)
+		}
+	}
+	if s := r.QuestionTimeoutSecs.Value; s != nil && (*s < 0 || *s > domain.MaxQuestionTimeoutSecs) {
+		v.Add("question_timeout_secs", "must be between 0 and "+strconv.Itoa(domain.MaxQuestionTimeoutSecs)+", or null")
+	}
+	return v.Err()
+}
+
+// NullableInt is a PATCH field that may be left out (Set false: unchanged), null (Set,
+// Value nil: cleared) or an integer.
+type NullableInt struct {
+	Set   bool
+	Value *int
+}
+
+// IsZero lets omitzero leave out a field that is not set.
+func (n NullableInt) IsZero() bool { return !n.Set }
+
+func (n NullableInt) MarshalJSON() ([]byte, error) {
+	if n.Value == nil {
+		return []byte("null"), nil
+	}
+	return json.Marshal(*n.Value)
+}
+
+func (n *NullableInt) UnmarshalJSON(b []byte) error {
+	n.Set, n.Value = true, nil
+	if string(b) == "null" {
+		return nil
+	}
+	var v int
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	n.Value = &v
+	return nil
 }
 
 // uuidParam parses a path parameter that must be a UUID.
@@ -192,7 +240,8 @@ func (s *Server) patchAgent(c *gin.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	a, err = s.cfg.Store.UpdateAgentBriefing(c.Request.Context(), a.ID, *req.Briefing, time.Now())
+	a, err = s.cfg.Store.UpdateAgent(c.Request.Context(), a.ID, store.AgentUpdate{Briefing: req.Briefing,
+		SetQuestionTimeout: req.QuestionTimeoutSecs.Set, QuestionTimeoutSecs: req.QuestionTimeoutSecs.Value}, time.Now())
 	if err != nil {
 		return err
 	}

@@ -137,6 +137,9 @@ func New(cfg Config) (*Server, error) {
 	op.GET("/permissions", s.handler(s.listPermissions))
 	op.GET("/permissions/:id", s.handler(s.getPermission))
 	op.POST("/permissions/:id/decision", s.handler(s.decidePermission))
+	op.GET("/questions", s.handler(s.listQuestions))
+	op.GET("/questions/:id", s.handler(s.getQuestion))
+	op.POST("/questions/:id/answer", s.handler(s.answerQuestion))
 
 	// Routes an attached agent reaches with its own key (posting also with the operator's).
 	agentOrOp := e.Group("/v1", s.requireAnyone)

@@ -22,14 +22,6 @@ import (
 	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
-// transcript is the room's messages in order.
-func transcript(t *testing.T, c *client.Client, room uuid.UUID) []api.MessageBody {
-	t.Helper()
-	var page api.MessageList
-	must(t, c.Do(context.Background(), http.MethodGet, "/v1/rooms/"+room.String()+"/messages?limit=500", nil, &page))
-	return page.Items
-}
-
 // agentPosts are the room's messages agent wrote that reply to nothing.
 func agentPosts(t *testing.T, c *client.Client, room, agent uuid.UUID) []api.MessageBody {
 	t.Helper()

@@ -26,6 +26,7 @@ import (
 	"github.com/jam-dev/jam/internal/permission"
 	"github.com/jam-dev/jam/internal/procgroup"
 	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/questions"
 	"github.com/jam-dev/jam/internal/roomctl"
 	"github.com/jam-dev/jam/internal/sandbox"
 	"github.com/jam-dev/jam/internal/store"
@@ -75,8 +76,9 @@ type Config struct {
 	Pause func(ctx context.Context, point string)
 	// MCP is where the node serves Jam's runtime tools to its providers.
 	MCP MCPConfig
-	// Questions is the broker jam_ask_question asks through (nil: the tool refuses).
-	Questions activities.Asker
+	// QuestionTimeout is the operator's JAM_QUESTION_TIMEOUT_SECS for the question broker
+	// behind jam_ask_question.
+	QuestionTimeout questions.TimeoutOverride
 }
 
 // Workers are a node's running workers and its heartbeat.
@@ -147,7 +149,9 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	}, WithGroupRecords(records))
 	registerShared(w.shared, cfg.Store, cfg.Client, cfg.Lifecycle)
 	starter := &roomctl.Starter{Client: cfg.Client, Store: cfg.Store}
-	toolBackend := &activities.ToolBackend{Store: cfg.Store, Questions: cfg.Questions, Poke: starter.Poke,
+	asker := activities.BrokerAsker{Broker: &questions.Broker{Store: cfg.Store, Timeout: cfg.QuestionTimeout,
+		Log: cfg.Logger.With("component", "questions")}}
+	toolBackend := &activities.ToolBackend{Store: cfg.Store, Questions: asker, Poke: starter.Poke,
 		Log: cfg.Logger.With("component", "tools")}
 	if w.mcp, err = startMCP(cfg.MCP, cfg.Logger.With("component", "mcp")); err != nil {
 		return nil, err

@@ -54,17 +54,39 @@ func newAgentCmd(_ *globals) *cobra.Command {
 		Use: "show ID", Short: "Show one agent", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return showJSON(cf, cmd, path(args[0])) },
 	}
-	var newBriefing string
+	var (
+		newBriefing          string
+		questionTimeout      int
+		clearQuestionTimeout bool
+	)
 	edit := &cobra.Command{
-		Use: "edit ID --briefing TEXT", Short: "Edit an agent's operator briefing", Args: cobra.ExactArgs(1),
+		Use:   "edit ID [--briefing TEXT] [--question-timeout-secs N | --clear-question-timeout]",
+		Short: "Edit an agent's operator briefing or how long its questions to humans wait",
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("briefing") {
-				return fmt.Errorf("--briefing is required")
+			var req api.PatchAgentRequest
+			if cmd.Flags().Changed("briefing") {
+				req.Briefing = &newBriefing
 			}
-			return sendJSON(cf, cmd, http.MethodPatch, path(args[0]), api.PatchAgentRequest{Briefing: &newBriefing})
+			switch {
+			case cmd.Flags().Changed("question-timeout-secs") && clearQuestionTimeout:
+				return fmt.Errorf("--question-timeout-secs and --clear-question-timeout exclude each other")
+			case cmd.Flags().Changed("question-timeout-secs"):
+				req.QuestionTimeoutSecs = api.NullableInt{Set: true, Value: &questionTimeout}
+			case clearQuestionTimeout:
+				req.QuestionTimeoutSecs = api.NullableInt{Set: true}
+			}
+			if req.Briefing == nil && !req.QuestionTimeoutSecs.Set {
+				return fmt.Errorf("nothing to edit: give --briefing, --question-timeout-secs or --clear-question-timeout")
+			}
+			return sendJSON(cf, cmd, http.MethodPatch, path(args[0]), req)
 		},
 	}
 	edit.Flags().StringVar(&newBriefing, "briefing", "", "the new briefing")
+	edit.Flags().IntVar(&questionTimeout, "question-timeout-secs", 0,
+		"seconds the agent's questions to humans wait for an answer (0: indefinitely)")
+	edit.Flags().BoolVar(&clearQuestionTimeout, "clear-question-timeout", false,
+		"let JAM_QUESTION_TIMEOUT_SECS, else the runtime.question.timeout_secs setting, decide again")
 	del := &cobra.Command{
 		Use: "delete ID", Short: "Stop an agent's runtimes and delete it", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/faults"
 	"github.com/jam-dev/jam/internal/permission"
+	"github.com/jam-dev/jam/internal/questions"
 	"github.com/jam-dev/jam/internal/sandbox"
 	"github.com/jam-dev/jam/workers"
 )
@@ -24,6 +25,8 @@ type workerEnv struct {
 	sbx        sandbox.Config
 	lifecycle  activities.Lifecycle
 	permission permission.TimeoutOverride
+	// question is JAM_QUESTION_TIMEOUT_SECS, for the question broker (questions.Broker.Timeout).
+	question questions.TimeoutOverride
 	// pause is the crash tests' fault hook (JAM_FAULT_PAUSE, JAM_FAULT_DIR); nil otherwise.
 	pause func(ctx context.Context, point string)
 	// mcp is where the node serves Jam's runtime tools (JAM_MCP_LISTEN, JAM_MCP_GUEST_HOST).
@@ -50,6 +53,11 @@ func parseWorkerEnv(environ []string, sbxFlag string, log *slog.Logger) (workerE
 		// Ignored with a warning, as the broker always has: the stored setting applies.
 		log.Warn("ignoring an invalid "+permission.EnvTimeout, "error", err)
 	}
+	question, err := questions.TimeoutOverrideFromEnv(getenv)
+	if err != nil {
+		// Unlike the permission timeout, a new knob: a bad value stops the worker at once.
+		return workerEnv{}, fmt.Errorf("worker configuration: %w", err)
+	}
 	sbx := sandbox.ConfigFromEnv(getenv)
 	if sbxFlag != "" {
 		sbx.Sbx = sbxFlag
@@ -60,7 +68,8 @@ func parseWorkerEnv(environ []string, sbxFlag string, log *slog.Logger) (workerE
 			return workerEnv{}, fmt.Errorf("worker configuration: %s=%q is not host:port: %w", envMCPListen, mcp.Listen, err)
 		}
 	}
-	return workerEnv{env: env, sbx: sbx, lifecycle: lifecycle, permission: perm, pause: faults.FromEnv(getenv), mcp: mcp}, nil
+	return workerEnv{env: env, sbx: sbx, lifecycle: lifecycle, permission: perm, question: question,
+		pause: faults.FromEnv(getenv), mcp: mcp}, nil
 }
 
 // envLookup reads a variable of env as os.Getenv would ("" when unset; the last entry wins,

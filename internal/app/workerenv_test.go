@@ -3,11 +3,15 @@ package app
 import (
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/permission"
 	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/questions"
 	"github.com/jam-dev/jam/internal/sandbox"
 )
 
@@ -15,7 +19,7 @@ func TestTheWorkerConfigurationIsParsedFromTheSnapshot(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	agentVar := provider.EnvVarFor("jam-testagent")
 	environ := []string{"PATH=/usr/bin:/bin", "JAM_SBX=/opt/sbx", "JAM_OWNED_RUNTIME_IDLE_SECS=7",
-		permission.EnvTimeout + "=9", agentVar + "=/opt/agent"}
+		permission.EnvTimeout + "=9", questions.EnvTimeout + "=120", agentVar + "=/opt/agent"}
 	we, err := parseWorkerEnv(environ, "", log)
 	if err != nil {
 		t.Fatal(err)
@@ -28,6 +32,9 @@ func TestTheWorkerConfigurationIsParsedFromTheSnapshot(t *testing.T) {
 	}
 	if we.permission != (permission.TimeoutOverride{Set: true, Timeout: 9 * time.Second}) {
 		t.Errorf("permission %+v", we.permission)
+	}
+	if we.question != (questions.TimeoutOverride{Set: true, Timeout: 2 * time.Minute}) {
+		t.Errorf("question %+v", we.question)
 	}
 	if we.pause != nil {
 		t.Error("fault hook without JAM_FAULT_PAUSE")
@@ -48,6 +55,16 @@ func TestTheWorkerConfigurationIsParsedFromTheSnapshot(t *testing.T) {
 	}
 	if we, err = parseWorkerEnv([]string{permission.EnvTimeout + "=soon"}, "", log); err != nil || we.permission.Set {
 		t.Errorf("permission %+v, %v", we.permission, err)
+	}
+	// A malformed question timeout stops the worker, naming the variable; unset is no
+	// override.
+	for _, bad := range []string{"soon", "-1", strconv.Itoa(domain.MaxQuestionTimeoutSecs + 1)} {
+		if _, err := parseWorkerEnv([]string{questions.EnvTimeout + "=" + bad}, "", log); err == nil || !strings.Contains(err.Error(), questions.EnvTimeout) {
+			t.Errorf("%s=%s: %v", questions.EnvTimeout, bad, err)
+		}
+	}
+	if we, err = parseWorkerEnv(nil, "", log); err != nil || we.question.Set {
+		t.Errorf("unset question timeout: %+v, %v", we.question, err)
 	}
 	if we, err = parseWorkerEnv([]string{"JAM_FAULT_PAUSE=p", "JAM_FAULT_DIR=" + t.TempDir()}, "", log); err != nil || we.pause == nil {
 		t.Errorf("no fault hook: %v", err)

@@ -128,13 +128,17 @@ func (l *Local) BindUnbound(ctx context.Context) error {
 	return nil
 }
 
-// Post appends a message to the room. A human's "approve <id>" or "deny <id>" that names a
-// pending permission request of the same room (by a unique id prefix) also decides it, and
-// is acknowledged for every agent instead of delivered as a turn; one that matches none is
-// an ordinary message.
+// Post appends a message to the room. A human's message that answers a pending question
+// asked of them in the room (a reply to the question, or its code: "Q7K2 yes") answers it;
+// a human's "approve <id>" or "deny <id>" that names a pending permission request of the
+// same room (by a unique id prefix) decides it. Either is acknowledged for every agent
+// instead of delivered as a turn; one that matches nothing is an ordinary message.
 func (l *Local) Post(ctx context.Context, m domain.Message) (domain.Message, error) {
 	m.ID, m.CreatedAt = uuid.New(), l.now()
 	if m.AuthorKind == domain.ParticipantHuman {
+		if posted, ok, err := l.postQuestionAnswer(ctx, m); err != nil || ok {
+			return posted, err
+		}
 		if decision, prefix, ok := domain.ParsePermissionReply(m.Text); ok {
 			posted, p, err := l.store.PostPermissionReply(ctx, m, prefix, decision, HumanDecider(m.AuthorHuman))
 			var ambiguous *store.AmbiguousPrefixError
@@ -156,6 +160,29 @@ func (l *Local) Post(ctx context.Context, m domain.Message) (domain.Message, err
 	}
 	l.notifyInbound(ctx, posted)
 	return posted, nil
+}
+
+// postQuestionAnswer posts m as the answer to the pending question it correlates to, if
+// any (ok false: none, post it as usual). Only the first correlated reply answers: the
+// question is no longer pending for the next.
+func (l *Local) postQuestionAnswer(ctx context.Context, m domain.Message) (domain.Message, bool, error) {
+	q, err := l.store.FindQuestionForReply(ctx, m)
+	if errors.Is(err, store.ErrNoPendingQuestion) {
+		return domain.Message{}, false, nil
+	}
+	if err != nil {
+		return domain.Message{}, false, err
+	}
+	posted, q, err := l.store.PostQuestionAnswer(ctx, m, q, HumanDecider(m.AuthorHuman))
+	switch {
+	case errors.Is(err, store.ErrNoPendingQuestion):
+		// Answered or expired since it was found: an ordinary message.
+		return domain.Message{}, false, nil
+	case err != nil:
+		return domain.Message{}, false, err
+	}
+	l.log.Info("question answered in the room", "question", q.ID, "room", m.RoomID, "by", q.AnsweredBy)
+	return posted, true, nil
 }
 
 // notifyInbound pokes the room session of every owned agent the message was queued for. A
@@ -181,7 +208,8 @@ func (l *Local) notifyInbound(ctx context.Context, m domain.Message) {
 	}
 }
 
-// HumanDecider is how a permission decided by a human's room reply records its decider.
+// HumanDecider is how a permission decided, or a question answered, by a human's room
+// reply records who did it.
 func HumanDecider(name string) string { return "human:" + name }
 
 func (l *Local) Messages(ctx context.Context, room uuid.UUID, after int64, limit int) ([]domain.Message, error) {

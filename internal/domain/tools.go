@@ -100,10 +100,14 @@ type Question struct {
 	AnsweredBy      string
 	AnswerMessageID *uuid.UUID
 	// MessageID is the room message that asked the question.
-	MessageID  *uuid.UUID
-	Deadline   *time.Time
-	CreatedAt  time.Time
+	MessageID *uuid.UUID
+	Deadline  *time.Time
+	CreatedAt time.Time
+	// AnsweredAt is when it left pending: answered, expired or cancelled.
 	AnsweredAt *time.Time
+	// DeliveredAt is when the outcome was handed to the asking runtime; an answer that came
+	// while nobody waited is handed to the runtime's next identical ask, once.
+	DeliveredAt *time.Time
 }
 
 // questionCodeAlphabet avoids look-alike characters (0/O, 1/I/L).
@@ -135,4 +139,10 @@ func ParseQuestionAnswer(text string) (code, answer string, ok bool) {
 		}
 	}
 	return code, m[2], true
+}
+
+// QuestionMessage is the room message in which an agent asks recipient a question: it
+// tells the human how to answer by code (a reply to the message answers too).
+func QuestionMessage(recipient, code, text string) string {
+	return "Question for " + recipient + " (answer with \"" + code + " your answer\"): " + text
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -104,15 +106,45 @@ func (q *Q) ListAgents(ctx context.Context) ([]domain.Agent, error) {
 
 // UpdateAgentBriefing replaces an agent's operator briefing.
 func (q *Q) UpdateAgentBriefing(ctx context.Context, id uuid.UUID, briefing string, at time.Time) (domain.Agent, error) {
-	return q.updateAgent(ctx, id, at, `briefing = ?`, briefing)
+	return q.UpdateAgent(ctx, id, AgentUpdate{Briefing: &briefing}, at)
+}
+
+// AgentUpdate is an edit of an agent's operator-editable fields; what it leaves unset
+// stays as it is.
+type AgentUpdate struct {
+	Briefing *string
+	// SetQuestionTimeout replaces the agent's question deadline with QuestionTimeoutSecs:
+	// nil clears it (the next source of the chain applies), 0 waits indefinitely.
+	SetQuestionTimeout  bool
+	QuestionTimeoutSecs *int
+}
+
+// UpdateAgent applies an edit in one write (one agent_updated event); an empty edit only
+// touches updated_at.
+func (q *Q) UpdateAgent(ctx context.Context, id uuid.UUID, u AgentUpdate, at time.Time) (domain.Agent, error) {
+	var (
+		sets   []string
+		values []any
+	)
+	if u.Briefing != nil {
+		sets, values = append(sets, `briefing = ?`), append(values, *u.Briefing)
+	}
+	if u.SetQuestionTimeout {
+		if s := u.QuestionTimeoutSecs; s != nil && (*s < 0 || *s > domain.MaxQuestionTimeoutSecs) {
+			return domain.Agent{}, &domain.ValidationError{Field: "question_timeout_secs",
+				Detail: "must be between 0 and " + strconv.Itoa(domain.MaxQuestionTimeoutSecs)}
+		}
+		sets, values = append(sets, `question_timeout_secs = ?`), append(values, u.QuestionTimeoutSecs)
+	}
+	return q.updateAgent(ctx, id, at, sets, values...)
 }
 
 // SetAgentRunIntent persists whether an agent should be running; a kept stop survives restarts.
 func (q *Q) SetAgentRunIntent(ctx context.Context, id uuid.UUID, intent domain.RunIntent, at time.Time) (domain.Agent, error) {
-	return q.updateAgent(ctx, id, at, `run_intent = ?`, intent)
+	return q.updateAgent(ctx, id, at, []string{`run_intent = ?`}, intent)
 }
 
-func (q *Q) updateAgent(ctx context.Context, id uuid.UUID, at time.Time, set string, value any) (domain.Agent, error) {
+func (q *Q) updateAgent(ctx context.Context, id uuid.UUID, at time.Time, sets []string, values ...any) (domain.Agent, error) {
 	var out domain.Agent
 	err := q.atomic(ctx, func(q *Q) error {
 		before, err := q.GetAgent(ctx, id)
@@ -120,7 +152,8 @@ func (q *Q) updateAgent(ctx context.Context, id uuid.UUID, at time.Time, set str
 			return err
 		}
 		at = domain.Timestamp(at)
-		if _, err := q.exec(ctx, `UPDATE agents SET `+set+`, updated_at = ? WHERE id = ?`, value, at, id); err != nil {
+		set := strings.Join(append(sets, `updated_at = ?`), ", ")
+		if _, err := q.exec(ctx, `UPDATE agents SET `+set+` WHERE id = ?`, append(values, at, id)...); err != nil {
 			return err
 		}
 		if out, err = q.GetAgent(ctx, id); err != nil {

@@ -152,6 +152,16 @@ VALUES (?, ?, ?, ?, 'archived', 'n', ?, 'fp', ?, ?)`, uuid.New(), a.agent, a.tem
 					uuid.New(), a.agent, domain.PermissionDenied, v, fixtureTime, fixtureTime)
 				return err
 			}},
+			{"questions.state", domain.QuestionStates.Strings(), func(v string) error {
+				room := createRoom(t, s, uuid.NewString())
+				var answeredAt *time.Time
+				if v != string(domain.QuestionPending) {
+					answeredAt = &fixtureTime
+				}
+				_, err := s.exec(ctx, `INSERT INTO questions (id, room_id, agent_id, runtime_session_id, recipient, text, code, state, created_at, answered_at) VALUES (?, ?, ?, ?, 'ada', 'q', 'Q2K2', ?, ?, ?)`,
+					uuid.New(), room.ID, a.agent, uuid.New(), v, fixtureTime, answeredAt)
+				return err
+			}},
 		}
 		for _, c := range columns {
 			for _, v := range c.values {

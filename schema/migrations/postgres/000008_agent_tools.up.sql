@@ -13,7 +13,8 @@ ALTER TABLE agents ADD COLUMN question_timeout_secs INTEGER;
 
 -- A runtime's question to one human of its room: pending until that human's correlated
 -- reply (or an operator) answers it, its deadline passes (expired) or the asking runtime
--- goes away (cancelled). The pending code is unique within its room.
+-- goes away (cancelled); answered_at is when it left pending, whichever way. The pending
+-- code is unique within its room.
 CREATE TABLE questions (
     id                 UUID PRIMARY KEY,
     room_id            UUID NOT NULL REFERENCES rooms (id) ON DELETE CASCADE,
@@ -30,6 +31,9 @@ CREATE TABLE questions (
     deadline_at        TIMESTAMPTZ,
     created_at         TIMESTAMPTZ NOT NULL,
     answered_at        TIMESTAMPTZ,
+    -- When the answer (or the expiry) was handed to the asking runtime: a runtime that asks
+    -- the same again after a restart gets an answer that came while nobody waited, once.
+    delivered_at       TIMESTAMPTZ,
     CHECK ((state = 'pending') = (answered_at IS NULL))
 );
 CREATE UNIQUE INDEX questions_pending_code ON questions (room_id, code) WHERE state = 'pending';
