@@ -103,10 +103,8 @@ const maxCodeTries = 32
 // records the pending question and appends question_asked. The recipient must be an active
 // human participant and the agent an active participant of the room. An empty qu.Code is
 // replaced by a fresh code no other pending question of the room holds; state, answer and
-// message fields of qu are ignored.
-//
-// The question message is queued for the room's other agents like any message: without
-// the hop guard's context-only rows it may wake them.
+// message fields of qu are ignored. The room's other agents get the question message as
+// context only: it wakes none of them.
 func (q *Q) CreateQuestion(ctx context.Context, qu domain.Question) (domain.Question, error) {
 	qu.CreatedAt = domain.Timestamp(qu.CreatedAt)
 	if qu.Deadline != nil {
@@ -130,6 +128,11 @@ func (q *Q) CreateQuestion(ctx context.Context, qu domain.Question) (domain.Ques
 			return err
 		}
 		qu.MessageID = &m.ID
+		// A question is for its human: the other agents see it as context with their next
+		// turn, but it wakes none of them.
+		if _, err := q.exec(ctx, `UPDATE inbound SET context_only = ? WHERE message_id = ?`, true, m.ID); err != nil {
+			return err
+		}
 		if _, err := q.exec(ctx, `
 INSERT INTO questions (id, room_id, agent_id, runtime_session_id, recipient, text, code, state, message_id, deadline_at, created_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, qu.ID, qu.RoomID, qu.AgentID, qu.RuntimeSession, qu.Recipient, qu.Text, qu.Code,

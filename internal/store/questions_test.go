@@ -87,6 +87,13 @@ func TestAQuestionIsPostedAsTheAskingAgentsMessage(t *testing.T) {
 		if got := questionEvents(t, s, r.room.ID); !equalKinds(got, []domain.EventKind{domain.EventQuestionAsked}) {
 			t.Fatalf("events %v", got)
 		}
+		// The other agents get the question as context: it wakes none of them.
+		if n, err := s.CountUnsettled(ctx, r.bystander.ID, r.room.ID); err != nil || n != 0 {
+			t.Fatalf("the question is the bystander's backlog: %d, %v", n, err)
+		}
+		if rows, err := s.ListUnsettled(ctx, r.bystander.ID, &r.room.ID); err != nil || len(rows) != 1 || !rows[0].ContextOnly {
+			t.Fatalf("the bystander's queue %+v, %v", rows, err)
+		}
 
 		// Pending codes of a room are distinct.
 		codes := map[string]bool{qu.Code: true}
