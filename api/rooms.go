@@ -113,7 +113,10 @@ type MessageBody struct {
 	AuthorHuman     string     `json:"author_human,omitempty"`
 	Text            string     `json:"text"`
 	ReplyTo         *uuid.UUID `json:"reply_to,omitempty"`
-	CreatedAt       time.Time  `json:"created_at"`
+	// AgentHops counts the agent messages in this one's chain since the last human message;
+	// past the room's limit (setting rooms.max_agent_hops) a message wakes no agent.
+	AgentHops int       `json:"agent_hops"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // MessageList is a page of a transcript; NextCursor is the `after` of the next page, empty
@@ -125,7 +128,7 @@ type MessageList struct {
 
 func messageBody(m domain.Message) MessageBody {
 	return MessageBody{ID: m.ID, Seq: m.Seq, RoomID: m.RoomID, AuthorKind: m.AuthorKind, AuthorAgentID: m.AuthorAgentID,
-		AuthorHuman: m.AuthorHuman, Text: m.Text, ReplyTo: m.ReplyTo, CreatedAt: m.CreatedAt}
+		AuthorHuman: m.AuthorHuman, Text: m.Text, ReplyTo: m.ReplyTo, AgentHops: m.AgentHops, CreatedAt: m.CreatedAt}
 }
 
 // authorNames resolves the names of authoring agents for one request, each agent once.
