@@ -329,8 +329,10 @@ func (s *Settlement) Plan(outcome domain.TurnOutcome) Plan {
 		case m.FromHuman() || !s.opts.DispositionCapable || !s.opts.ExplicitDisposition:
 			fallback = append(fallback, m)
 		default:
-			// Two agents must not loop on each other's final text.
-			p.Unsettled = append(p.Unsettled, m.ID)
+			// Two agents must not loop on each other's final text: nothing is posted, and
+			// the message is acknowledged (left queued, every Reconcile would deliver it
+			// again, a loop at Reconcile's pace).
+			p.Settles = append(p.Settles, Settle{MessageID: m.ID, How: domain.SettledAck})
 			if text != "" {
 				p.Thought = text
 			}

@@ -134,8 +134,8 @@ func TestFallbackRules(t *testing.T) {
 				require.Len(t, p.Settles, 1)
 				assert.Equal(t, Settle{MessageID: m.ID, How: domain.SettledReply, Text: tc.text, Fallback: true}, p.Settles[0])
 			} else {
-				assert.Empty(t, p.Settles, "never posted")
-				assert.Equal(t, []uuid.UUID{m.ID}, p.Unsettled)
+				assert.Equal(t, []Settle{{MessageID: m.ID, How: domain.SettledAck}}, p.Settles, "never posted, acknowledged")
+				assert.Empty(t, p.Unsettled)
 			}
 			assert.Equal(t, tc.thought, p.Thought == tc.text)
 		})
