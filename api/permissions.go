@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -76,40 +75,8 @@ const (
 )
 
 func (s *Server) listPermissions(c *gin.Context) error {
-	var (
-		f store.PermissionFilter
-		v domain.Validations
-	)
-	if raw := c.Query("state"); raw != "" {
-		state, err := domain.PermissionStates.Parse(raw)
-		if err != nil {
-			v.AddErr("state", err)
-		} else {
-			f.State = &state
-		}
-	}
-	for _, q := range []struct {
-		name string
-		dst  **uuid.UUID
-	}{{"agent", &f.Agent}, {"room", &f.Room}} {
-		if raw := c.Query(q.name); raw != "" {
-			id, err := domain.ParseID(q.name, raw)
-			if err != nil {
-				v.AddErr(q.name, err)
-				continue
-			}
-			*q.dst = &id
-		}
-	}
-	f.Limit = defaultPermissionPage
-	if l := c.Query("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > maxPermissionPage {
-			v.Add("limit", "must be between 1 and "+strconv.Itoa(maxPermissionPage))
-		}
-		f.Limit = n
-	}
-	if err := v.Err(); err != nil {
+	var f store.PermissionFilter
+	if err := listQuery(c, domain.PermissionStates, &f.State, []idFilter{{"agent", &f.Agent}, {"room", &f.Room}}, &f.Limit, defaultPermissionPage, maxPermissionPage); err != nil {
 		return err
 	}
 	ps, err := s.cfg.Store.ListPermissions(c.Request.Context(), f)

@@ -71,40 +71,8 @@ func (s *Server) expireOverdue(ctx context.Context) error {
 }
 
 func (s *Server) listQuestions(c *gin.Context) error {
-	var (
-		f store.QuestionFilter
-		v domain.Validations
-	)
-	if raw := c.Query("state"); raw != "" {
-		state, err := domain.QuestionStates.Parse(raw)
-		if err != nil {
-			v.AddErr("state", err)
-		} else {
-			f.State = &state
-		}
-	}
-	for _, q := range []struct {
-		name string
-		dst  **uuid.UUID
-	}{{"room", &f.Room}, {"agent", &f.Agent}} {
-		if raw := c.Query(q.name); raw != "" {
-			id, err := domain.ParseID(q.name, raw)
-			if err != nil {
-				v.AddErr(q.name, err)
-				continue
-			}
-			*q.dst = &id
-		}
-	}
-	f.Limit = defaultQuestionPage
-	if l := c.Query("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > maxQuestionPage {
-			v.Add("limit", "must be between 1 and "+strconv.Itoa(maxQuestionPage))
-		}
-		f.Limit = n
-	}
-	if err := v.Err(); err != nil {
+	var f store.QuestionFilter
+	if err := listQuery(c, domain.QuestionStates, &f.State, []idFilter{{"room", &f.Room}, {"agent", &f.Agent}}, &f.Limit, defaultQuestionPage, maxQuestionPage); err != nil {
 		return err
 	}
 	if err := s.expireOverdue(c.Request.Context()); err != nil {
