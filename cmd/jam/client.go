@@ -8,7 +8,9 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -209,4 +211,18 @@ func table(w io.Writer, header string, rows [][]string) error {
 
 func ago(seconds float64) string {
 	return (time.Duration(seconds * float64(time.Second))).Round(time.Second).String() + " ago"
+}
+
+// filterQuery is the query of a filtered list: each non-empty filter, and the limit when set.
+func filterQuery(filters map[string]string, limit int) string {
+	q := url.Values{}
+	for k, v := range filters {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return q.Encode()
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -24,16 +23,7 @@ func newPermissionCmd(_ *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List permission requests, newest first", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := url.Values{}
-			for k, v := range map[string]string{"state": state, "agent": agent, "room": room} {
-				if v != "" {
-					q.Set(k, v)
-				}
-			}
-			if limit > 0 {
-				q.Set("limit", strconv.Itoa(limit))
-			}
-			raw, err := cf.call(cmd, http.MethodGet, "/v1/permissions?"+q.Encode(), nil)
+			raw, err := cf.call(cmd, http.MethodGet, "/v1/permissions?"+filterQuery(map[string]string{"state": state, "agent": agent, "room": room}, limit), nil)
 			if err != nil {
 				return err
 			}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -27,16 +26,7 @@ agent's message with an answer code, and the human's reply starting with the cod
 	list := &cobra.Command{
 		Use: "list", Short: "List questions, newest first", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := url.Values{}
-			for k, v := range map[string]string{"state": state, "agent": agent, "room": room} {
-				if v != "" {
-					q.Set(k, v)
-				}
-			}
-			if limit > 0 {
-				q.Set("limit", strconv.Itoa(limit))
-			}
-			raw, err := cf.call(cmd, http.MethodGet, "/v1/questions?"+q.Encode(), nil)
+			raw, err := cf.call(cmd, http.MethodGet, "/v1/questions?"+filterQuery(map[string]string{"state": state, "agent": agent, "room": room}, limit), nil)
 			if err != nil {
 				return err
 			}

@@ -374,3 +374,13 @@ func CloseTurn(s *Stamper, settle *Settlement, outcome domain.TurnOutcome, turnE
 	s.Emit(AgentEvent{Kind: domain.AgentTurnComplete, Outcome: outcome})
 	return TurnResult{Outcome: outcome, Plan: plan, Err: turnErr}
 }
+
+// StageInTurn stages a settlement tool call's disposition in the running turn's settlement
+// s (nil: no turn runs, ErrNoTurn), for an adapter's StageDisposition.
+func StageInTurn(s *Settlement, d Disposition, emit func(Disposition)) error {
+	if s == nil {
+		return ErrNoTurn
+	}
+	_, err := s.Stage(d, emit)
+	return err
+}

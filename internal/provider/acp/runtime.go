@@ -526,12 +526,11 @@ func mcpServers(e *provider.MCPEndpoint, caps sdk.McpCapabilities) []sdk.McpServ
 // StageDisposition stages a settlement tool call (jam_reply_to_message / jam_no_reply over
 // MCP) in the running turn.
 func (r *Runtime) StageDisposition(d provider.Disposition) error {
+	var s *provider.Settlement
 	r.mu.Lock()
-	ts := r.turn
-	r.mu.Unlock()
-	if ts == nil {
-		return provider.ErrNoTurn
+	if r.turn != nil {
+		s = r.turn.settle
 	}
-	_, err := ts.settle.Stage(d, r.emitDisposition)
-	return err
+	r.mu.Unlock()
+	return provider.StageInTurn(s, d, r.emitDisposition)
 }

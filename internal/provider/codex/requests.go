@@ -50,14 +50,13 @@ func (r *Runtime) toolCall(callID, tool string, args json.RawMessage) map[string
 
 // StageDisposition stages a settlement tool call in the running turn.
 func (r *Runtime) StageDisposition(d provider.Disposition) error {
+	var s *provider.Settlement
 	r.mu.Lock()
-	ts := r.turn
-	r.mu.Unlock()
-	if ts == nil {
-		return provider.ErrNoTurn
+	if r.turn != nil {
+		s = r.turn.settle
 	}
-	_, err := ts.settle.Stage(d, r.emitDisposition)
-	return err
+	r.mu.Unlock()
+	return provider.StageInTurn(s, d, r.emitDisposition)
 }
 
 func toolResult(text string, ok bool) map[string]any {
