@@ -107,7 +107,7 @@ type PrepareRuntimeResult struct {
 // executable, starts the process through the node registry, and records the provider
 // session it bound. A session that has bound a provider session resumes exactly that one or
 // fails with domain.ErrTypeExactResume.
-func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (PrepareRuntimeResult, error) {
+func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (_ PrepareRuntimeResult, retErr error) {
 	hs, err := r.Store.GetHostSession(ctx, in.RuntimeSession)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && hs.Removed) {
 		return PrepareRuntimeResult{}, contract.Fail(
@@ -167,14 +167,16 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	if err != nil {
 		return PrepareRuntimeResult{}, err
 	}
+	defer func() {
+		if retErr != nil {
+			// Whatever started is torn down: its token must not outlive it.
+			r.revokeTools(hs.RuntimeSessionID, gen)
+		}
+	}()
 	rt, p, err := r.Table.Start(ctx, spec)
 	l.release() // the provider has started (or failed): the env file has served
-	if sess != nil {
-		if err != nil {
-			r.revokeTools(hs.RuntimeSessionID, gen)
-		} else if st, ok := rt.(provider.DispositionStager); ok {
-			sess.Bind(st)
-		}
+	if st, ok := rt.(provider.DispositionStager); ok && sess != nil && err == nil {
+		sess.Bind(st)
 	}
 	switch {
 	case errors.Is(err, provider.ErrExactResumeUnavailable):
