@@ -493,3 +493,24 @@ func (q *Q) PostQuestionAnswer(ctx context.Context, m domain.Message, qu domain.
 	}
 	return m, qu, nil
 }
+
+// cancelQuestionsOf cancels the room's pending questions a departing participant leaves
+// unanswerable: those the agent asked, or those put to the human. A runtime still waiting
+// on one gets "no answer" and proceeds.
+func (q *Q) cancelQuestionsOf(ctx context.Context, p domain.Participant, at time.Time) error {
+	who, arg := "recipient", any(p.HumanName)
+	if p.AgentID != nil {
+		who, arg = "agent_id", *p.AgentID
+	}
+	pending, err := q.questions(ctx, `SELECT `+questionColumns+` FROM questions WHERE room_id = ? AND state = ? AND `+who+` = ?`,
+		p.RoomID, domain.QuestionPending, arg)
+	if err != nil {
+		return fmt.Errorf("pending questions of a departing participant: %w", err)
+	}
+	for _, qu := range pending {
+		if _, err := q.closeQuestion(ctx, qu, domain.QuestionCancelled, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}

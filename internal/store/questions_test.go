@@ -448,3 +448,56 @@ func TestARepeatedAskPicksUpItsPendingQuestionOrAnUndeliveredAnswerOnce(t *testi
 		}
 	})
 }
+
+func TestQuestionsALeavingParticipantCanNoLongerAnswerOrAskAreCancelled(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		r := newQuestionRoom(t, s)
+		fromAsker := r.ask(t, s, "Shall I?", nil)
+		other := domain.Question{ID: uuid.New(), RoomID: r.room.ID, AgentID: r.bystander.ID, RuntimeSession: uuid.New(),
+			Recipient: "ada", Text: "And me?", CreatedAt: fixtureTime}
+		fromBystander, err := s.CreateQuestion(ctx, other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		participant := func(match func(domain.Participant) bool) uuid.UUID {
+			ps, err := s.ListParticipants(ctx, r.room.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range ps {
+				if match(p) {
+					return p.ID
+				}
+			}
+			t.Fatal("no such participant")
+			return uuid.Nil
+		}
+		state := func(id uuid.UUID) domain.QuestionState {
+			q, err := s.GetQuestion(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return q.State
+		}
+		// The asking agent leaves: its question is cancelled, the other stays pending.
+		if _, err := s.RemoveParticipant(ctx, r.room.ID, participant(func(p domain.Participant) bool {
+			return p.AgentID != nil && *p.AgentID == r.asker.ID
+		}), fixtureTime.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if state(fromAsker.ID) != domain.QuestionCancelled || state(fromBystander.ID) != domain.QuestionPending {
+			t.Fatalf("after the asker left: %s, %s", state(fromAsker.ID), state(fromBystander.ID))
+		}
+		// The asked human leaves: nobody can answer the rest.
+		if _, err := s.RemoveParticipant(ctx, r.room.ID, participant(func(p domain.Participant) bool {
+			return p.HumanName == "ada"
+		}), fixtureTime.Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if state(fromBystander.ID) != domain.QuestionCancelled {
+			t.Fatalf("after the human left: %s", state(fromBystander.ID))
+		}
+	})
+}

@@ -180,6 +180,9 @@ func (q *Q) RemoveParticipant(ctx context.Context, room, participant uuid.UUID, 
 		if _, err := q.appendEvents(ctx, at, NewEvent(domain.EventRoomRemoved, &room, p.AgentID, participantPayload(p))); err != nil {
 			return err
 		}
+		if err := q.cancelQuestionsOf(ctx, p, at); err != nil {
+			return err
+		}
 		if p.AgentID == nil {
 			return nil
 		}

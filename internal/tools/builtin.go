@@ -226,8 +226,11 @@ func askQuestion(ctx context.Context, c Call) (string, error) {
 	case err != nil:
 		return "", err
 	}
-	if ans.State == domain.QuestionAnswered {
+	switch ans.State {
+	case domain.QuestionAnswered:
 		return fmt.Sprintf("%s answered: %s", ans.By, ans.Text), nil
+	case domain.QuestionCancelled:
+		return "The question was withdrawn: the human asked, or you, left the room. Proceed with your best judgment.", nil
 	}
 	return "No answer came before the deadline; proceed with your best judgment.", nil
 }
