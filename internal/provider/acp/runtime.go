@@ -42,12 +42,14 @@ type Runtime struct {
 
 	// prepMu serializes Prepare and Teardown; mu guards the fields and is never held across
 	// a protocol call, because the agent's updates are handled while a request is pending.
-	prepMu   sync.Mutex
-	mu       sync.Mutex
-	child    *provider.Child
-	conn     *sdk.ClientSideConnection
-	session  sdk.SessionId
-	caps     sdk.AgentCapabilities
+	prepMu  sync.Mutex
+	mu      sync.Mutex
+	child   *provider.Child
+	conn    *sdk.ClientSideConnection
+	session sdk.SessionId
+	caps    sdk.AgentCapabilities
+	// tools: the session was given Jam's MCP server, so its prompts mention the tools.
+	tools    bool
 	identity string
 	// version is what the agent reported of itself in initialize.
 	version  string
@@ -203,6 +205,9 @@ func (r *Runtime) handshake(ctx context.Context, conn *sdk.ClientSideConnection)
 	}
 	caps, cwd := init.AgentCapabilities, r.spec.Dir
 	mcp := mcpServers(r.spec.MCP, caps.McpCapabilities)
+	r.mu.Lock()
+	r.tools = len(mcp) > 0
+	r.mu.Unlock()
 	if want := r.spec.ProviderSessionID; want != "" {
 		id := sdk.SessionId(want)
 		switch {
@@ -259,7 +264,7 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 		settle: provider.NewSettlement(turn.Messages, provider.SettlementOptions{ExplicitDisposition: true})}
 	r.turn = ts
 	preamble := provider.Preamble(r.spec.Briefing, r.spec.Roster)
-	env := provider.Envelope{Style: provider.FinalResponse, Messages: turn.Messages, Tools: r.spec.MCP != nil}
+	env := provider.Envelope{Style: provider.FinalResponse, Messages: turn.Messages, Tools: r.tools}
 	// ACP has no instruction channel: the preamble rides on the first prompt of a
 	// connection and again only when it changed.
 	if preamble != r.preamble {
