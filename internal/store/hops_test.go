@@ -170,7 +170,8 @@ func TestMessagesPastTheHopLimitAreContextThatWakesNothing(t *testing.T) {
 		}
 
 		// A context row is never claimed.
-		if aside := agentPost(t, s, room.ID, owned, "four"); aside.AgentHops != 4 || !aside.Quiet {
+		aside := agentPost(t, s, room.ID, owned, "four")
+		if aside.AgentHops != 4 || !aside.Quiet {
 			t.Fatalf("a post past the limit: %d hops, quiet %v", aside.AgentHops, aside.Quiet)
 		}
 		lease, now := uuid.New(), time.Now()
@@ -199,6 +200,17 @@ func TestMessagesPastTheHopLimitAreContextThatWakesNothing(t *testing.T) {
 		rows, err = s.ListUnsettled(ctx, owned.ID, &room.ID)
 		if err != nil || len(rows) != 2 || rows[0].MessageID != r3.ID || rows[1].MessageID != fresh.ID || rows[1].ContextOnly {
 			t.Fatalf("unsettled rows %+v %v", rows, err)
+		}
+		// The receiver settles the message it claimed: its older context rows are
+		// acknowledged with it instead of staying unsettled for ever.
+		if _, _, err := s.Settle(ctx, attached.ID, fresh.ID, domain.SettledAck, "", now); err != nil {
+			t.Fatal(err)
+		}
+		if rows, err := s.ListUnsettled(ctx, attached.ID, &room.ID); err != nil || len(rows) != 0 {
+			t.Fatalf("the receiver's rows after it settled %+v %v", rows, err)
+		}
+		if in, err := s.GetInbound(ctx, attached.ID, aside.ID); err != nil || in.Settlement != domain.SettledAck {
+			t.Fatalf("the receiver's context row %+v %v", in, err)
 		}
 	})
 }

@@ -239,8 +239,10 @@ func (q *Q) Settle(ctx context.Context, agent, message uuid.UUID, how domain.Set
 	)
 	err := q.atomic(ctx, func(q *Q) error {
 		var err error
-		in, reply, err = q.settle(ctx, agent, message, how, text, at)
-		return err
+		if in, reply, err = q.settle(ctx, agent, message, how, text, at); err != nil {
+			return err
+		}
+		return q.ackContextBefore(ctx, agent, in.RoomID, in.Seq, at)
 	})
 	if err != nil {
 		if errors.Is(err, ErrSettledOtherwise) {
@@ -249,6 +251,24 @@ func (q *Q) Settle(ctx context.Context, agent, message uuid.UUID, how domain.Set
 		return domain.Inbound{}, nil, fmt.Errorf("settle %s for agent %s: %w", message, agent, err)
 	}
 	return in, reply, nil
+}
+
+// ackContextBefore acknowledges the agent's context rows of the room older than seq: a pull
+// receiver never claims context (it wakes no one), and it had the transcript up to the
+// message it just settled; left alone, its context rows would stay unsettled for ever.
+func (q *Q) ackContextBefore(ctx context.Context, agent, room uuid.UUID, seq int64, at time.Time) error {
+	var ids []uuid.UUID
+	if err := q.selectAll(ctx, &ids, `SELECT message_id FROM inbound
+WHERE agent_id = ? AND room_id = ? AND context_only AND state <> ? AND seq < ? ORDER BY seq`,
+		agent, room, domain.InboundSettled, seq); err != nil {
+		return fmt.Errorf("context rows of agent %s before %d: %w", agent, seq, err)
+	}
+	for _, id := range ids {
+		if _, _, err := q.settle(ctx, agent, id, domain.SettledAck, "", at); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // settle is Settle inside the caller's transaction.
