@@ -127,14 +127,19 @@ type Session struct {
 
 	mu     sync.Mutex
 	stager provider.DispositionStager
-	calls  map[string]replayed
+	calls  map[string]*replayed
 	order  []string
 }
 
+// replayed is one call id's call: done is closed once res holds its answer, so a retry
+// that arrives while the first call still runs waits for it instead of running again.
 type replayed struct {
 	name string
 	args []byte
+	done chan struct{}
 	res  provider.ToolResult
+	// forgotten: the call failed passingly and was dropped; a waiting retry runs it again.
+	forgotten bool
 }
 
 var _ provider.ToolCaller = (*Session)(nil)
@@ -143,7 +148,7 @@ var _ provider.ToolCaller = (*Session)(nil)
 // nil for a session that only settles (its calls are then not fenced by the store; the
 // turn's commit is).
 func (r *Registry) Session(id Identity, backend Backend, scopes ...domain.ToolScope) *Session {
-	s := &Session{reg: r, id: id, backend: backend, scopes: map[domain.ToolScope]bool{}, calls: map[string]replayed{}}
+	s := &Session{reg: r, id: id, backend: backend, scopes: map[domain.ToolScope]bool{}, calls: map[string]*replayed{}}
 	for _, sc := range scopes {
 		s.scopes[sc] = true
 	}
@@ -186,34 +191,53 @@ func (s *Session) granted(t Tool) bool {
 	return true
 }
 
-// Call runs one call. A call id seen before is answered with its first result; the same id
-// with another tool or other arguments is refused rather than run again.
+// Call runs one call. A call id seen before is answered with its first result (a retry
+// that arrives while the first call still runs waits for it); the same id with another
+// tool or other arguments is refused rather than run again. A call that failed only
+// passingly (cancelled, or Jam could not reach its store) is forgotten, so its retry runs.
 func (s *Session) Call(ctx context.Context, callID, name string, args json.RawMessage) provider.ToolResult {
 	norm := normalize(args)
-	if callID != "" {
+	if callID == "" {
+		res, _ := s.run(ctx, callID, name, norm)
+		return res
+	}
+	for {
 		s.mu.Lock()
 		prev, ok := s.calls[callID]
-		s.mu.Unlock()
-		if ok {
-			if prev.name == name && bytes.Equal(prev.args, norm) {
-				return prev.res
+		if !ok {
+			cur := &replayed{name: name, args: norm, done: make(chan struct{})}
+			s.remember(callID, cur)
+			s.mu.Unlock()
+			res, keep := s.run(ctx, callID, name, norm)
+			s.mu.Lock()
+			cur.res = res
+			if !keep || ctx.Err() != nil {
+				s.forget(callID, cur)
 			}
+			s.mu.Unlock()
+			close(cur.done)
+			return res
+		}
+		s.mu.Unlock()
+		if prev.name != name || !bytes.Equal(prev.args, norm) {
 			return provider.ToolResult{Text: "Refused: this call id was already used for another call.", IsError: true}
 		}
+		select {
+		case <-prev.done:
+		case <-ctx.Done():
+			return refusal(ctx.Err())
+		}
+		s.mu.Lock()
+		forgotten := prev.forgotten
+		s.mu.Unlock()
+		if !forgotten {
+			return prev.res
+		}
 	}
-	res := s.run(ctx, callID, name, norm)
-	if callID != "" && ctx.Err() == nil {
-		s.remember(callID, replayed{name: name, args: norm, res: res})
-	}
-	return res
 }
 
-func (s *Session) remember(id string, r replayed) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.calls[id]; ok {
-		return // a concurrent retry finished first: keep the first answer
-	}
+// remember records an in-flight call; s.mu is held.
+func (s *Session) remember(id string, r *replayed) {
 	if len(s.order) >= maxReplayed {
 		delete(s.calls, s.order[0])
 		s.order = s.order[1:]
@@ -222,28 +246,49 @@ func (s *Session) remember(id string, r replayed) {
 	s.order = append(s.order, id)
 }
 
-func (s *Session) run(ctx context.Context, callID, name string, args json.RawMessage) provider.ToolResult {
+// forget drops a call whose failure should not be replayed; s.mu is held.
+func (s *Session) forget(id string, r *replayed) {
+	r.forgotten = true
+	if s.calls[id] != r {
+		return
+	}
+	delete(s.calls, id)
+	if i := slices.Index(s.order, id); i >= 0 {
+		s.order = slices.Delete(s.order, i, i+1)
+	}
+}
+
+// run calls the tool; keep reports whether its answer is final (a success, a refusal the
+// model must see again on retry) rather than a passing failure worth running again.
+func (s *Session) run(ctx context.Context, callID, name string, args json.RawMessage) (res provider.ToolResult, keep bool) {
 	t, ok := s.reg.lookup(name)
 	if !ok || !s.granted(t) {
-		return provider.ToolResult{Text: fmt.Sprintf("Unknown tool %q.", domain.Truncate(name, 100)), IsError: true}
+		return provider.ToolResult{Text: fmt.Sprintf("Unknown tool %q.", domain.Truncate(name, 100)), IsError: true}, true
 	}
 	if s.backend != nil {
 		if err := s.backend.Current(ctx, s.id); err != nil {
-			return refusal(err)
+			return refusal(err), isFinal(err)
 		}
 	} else if slices.ContainsFunc(t.Scopes, func(sc domain.ToolScope) bool { return sc != domain.ScopeSettle }) {
 		// A session without a backend (an adapter's own settlement-only session) can only
 		// stage dispositions.
-		return provider.ToolResult{Text: fmt.Sprintf("Unknown tool %q.", domain.Truncate(name, 100)), IsError: true}
+		return provider.ToolResult{Text: fmt.Sprintf("Unknown tool %q.", domain.Truncate(name, 100)), IsError: true}, true
 	}
 	s.mu.Lock()
 	st := s.stager
 	s.mu.Unlock()
 	text, err := t.Handle(ctx, Call{Identity: s.id, Tool: name, ID: callID, Args: args, Stager: st, Backend: s.backend})
 	if err != nil {
-		return refusal(err)
+		return refusal(err), isFinal(err)
 	}
-	return provider.ToolResult{Text: text}
+	return provider.ToolResult{Text: text}, true
+}
+
+// isFinal: a refusal or a retired instance answers the same on every retry; anything else
+// (a cancelled call, a store Jam could not reach) may succeed when retried.
+func isFinal(err error) bool {
+	var r *Refusal
+	return errors.As(err, &r) || errors.Is(err, ErrRetired)
 }
 
 // Refusal is an error whose text the model may see.

@@ -26,6 +26,8 @@ type fakeBackend struct {
 	asked   []QuestionRequest
 	answer  QuestionAnswer
 	askErr  error
+	sendErr error         // the next send fails with it (once)
+	gate    chan struct{} // when set, a send waits for it
 }
 
 func (b *fakeBackend) Current(_ context.Context, id Identity) error {
@@ -39,7 +41,17 @@ func (b *fakeBackend) Current(_ context.Context, id Identity) error {
 
 func (b *fakeBackend) SendMessage(_ context.Context, _ Identity, text string) (domain.Message, error) {
 	b.mu.Lock()
+	gate := b.gate
+	b.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	b.mu.Lock()
 	defer b.mu.Unlock()
+	if err := b.sendErr; err != nil {
+		b.sendErr = nil
+		return domain.Message{}, err
+	}
 	b.sent = append(b.sent, text)
 	return domain.Message{ID: uuid.New(), Text: text}, nil
 }
@@ -153,6 +165,42 @@ func TestARetriedCallIDReturnsTheFirstResult(t *testing.T) {
 	}
 }
 
+func TestARetryWhileTheFirstCallRunsWaitsForItsAnswer(t *testing.T) {
+	t.Parallel()
+	s, be, _ := newSession(t, 1)
+	be.gate = make(chan struct{})
+	call := json.RawMessage(`{"text":"once"}`)
+	results := make(chan provider.ToolResult, 2)
+	for range 2 {
+		go func() { results <- s.Call(context.Background(), "same", domain.ToolSendMessage, call) }()
+	}
+	close(be.gate)
+	a, b := <-results, <-results
+	if a != b || a.IsError {
+		t.Fatalf("concurrent calls answered %+v and %+v", a, b)
+	}
+	if len(be.sent) != 1 {
+		t.Fatalf("one call id posted %d messages", len(be.sent))
+	}
+}
+
+func TestACallThatFailedPassinglyRunsAgainOnRetry(t *testing.T) {
+	t.Parallel()
+	s, be, _ := newSession(t, 1)
+	be.sendErr = errors.New("store unreachable")
+	call := json.RawMessage(`{"text":"later"}`)
+	first := s.Call(context.Background(), "c", domain.ToolSendMessage, call)
+	if !first.IsError || strings.Contains(first.Text, "unreachable") {
+		t.Fatalf("a store failure answered %+v (internal text must not leak)", first)
+	}
+	if again := s.Call(context.Background(), "c", domain.ToolSendMessage, call); again.IsError {
+		t.Fatalf("the retry was not run again: %+v", again)
+	}
+	if len(be.sent) != 1 {
+		t.Fatalf("sent = %v", be.sent)
+	}
+}
+
 func TestToolsRefuseARetiredGeneration(t *testing.T) {
 	t.Parallel()
 	s, be, _ := newSession(t, 2)
@@ -256,6 +304,10 @@ func TestMCPServesTheRegistryToTheTokenHolderOnly(t *testing.T) {
 	}
 	if srv.Live() != 1 {
 		t.Fatalf("live tokens = %d", srv.Live())
+	}
+	// A late retry of the older generation's prepare does not unseat its successor.
+	if _, err := srv.Issue(s); !errors.Is(err, ErrRetired) {
+		t.Fatalf("re-issuing a retired generation = %v", err)
 	}
 	srv.Revoke(s.id.RuntimeSession, 1) // the old generation's teardown leaves the new one
 	if srv.Live() != 1 {
