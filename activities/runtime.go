@@ -503,10 +503,11 @@ type TeardownRuntimeInput struct {
 // records the stop with its reason. A session with no live runtime here is already torn
 // down; a failed teardown keeps the child tracked and the activity retries.
 func (r *Runtimes) TeardownRuntime(ctx context.Context, in TeardownRuntimeInput) error {
+	// A runtime being torn down acts no more, whether or not its teardown succeeds.
+	r.revokeTools(in.RuntimeSession, in.Generation)
 	if err := r.Table.Teardown(ctx, in.RuntimeSession, in.Reason); err != nil {
 		return err
 	}
-	r.revokeTools(in.RuntimeSession, in.Generation)
 	err := r.Store.RecordRuntimeStopped(ctx, in.RuntimeSession, in.Generation, in.Reason, time.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // the session's records are gone (agent deleted): nothing to log against

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/tools"
 )
@@ -92,5 +93,15 @@ func (l *mcpListener) close() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = l.http.Shutdown(ctx)
+	if err := l.http.Shutdown(ctx); err != nil {
+		// A call still waiting (a question for its human) must not keep the port open.
+		_ = l.http.Close()
+	}
+}
+
+// revoke ends a runtime instance's token (a nil listener serves none).
+func (l *mcpListener) revoke(session uuid.UUID, gen int64) {
+	if l != nil {
+		l.server.Revoke(session, gen)
+	}
 }

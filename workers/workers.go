@@ -134,6 +134,8 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	}
 	w.permissions = permission.New(cfg.Store, cfg.Logger.With("component", "permissions"), cfg.PermissionTimeout)
 	w.runtimes = NewRuntimeRegistry(cfg.Logger, cfg.Factories, func(exit RuntimeExit) {
+		// A runtime that is gone acts no more through Jam's tools.
+		w.mcp.revoke(exit.RuntimeSession, exit.Generation)
 		// The event log tells people; the signal tells the session's workflow, which goes
 		// dormant (a lost signal is healed by its next turn, which finds no runtime).
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -176,10 +178,12 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		cfg.Logger.Warn("reconcile schedule", "error", err)
 	}
 	if err := w.shared.Start(); err != nil {
+		w.mcp.close()
 		return nil, fmt.Errorf("start worker for queue %s: %w", contract.TaskQueue, err)
 	}
 	if err := w.node.Start(); err != nil {
 		w.shared.Stop()
+		w.mcp.close()
 		return nil, fmt.Errorf("start worker for queue %s: %w", contract.NodeTaskQueue(cfg.Node), err)
 	}
 

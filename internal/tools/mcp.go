@@ -107,6 +107,10 @@ func (s *MCPServer) Issue(sess *Session) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if prev, ok := s.current[sess.id.RuntimeSession]; ok {
+		if e := s.byToken[prev]; e != nil && e.sess.id.Generation > sess.id.Generation {
+			// A late attempt of an older prepare must not unseat its successor.
+			return "", fmt.Errorf("%w: generation %d, live %d", ErrRetired, sess.id.Generation, e.sess.id.Generation)
+		}
 		delete(s.byToken, prev)
 	}
 	s.byToken[key] = &mcpEntry{sess: sess, srv: srv}
