@@ -40,9 +40,21 @@ func (r *Runtime) toolCall(callID, tool string, args json.RawMessage) map[string
 	r.mu.Lock()
 	ts := r.turn
 	r.mu.Unlock()
-	ctx := context.Background()
+	var ctx context.Context
 	if ts != nil {
 		ctx = ts.ctx
+	} else {
+		// Outside a turn the call lives as long as the runtime does.
+		c, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-r.exited:
+				cancel()
+			case <-c.Done():
+			}
+		}()
+		ctx = c
 	}
 	res := r.tools.Call(ctx, callID, tool, args)
 	return toolResult(res.Text, !res.IsError)
