@@ -50,17 +50,18 @@ const (
 	finalInstructions   = "Your final response will be posted to the room by Jam as your reply. " +
 		"If the message needs no answer, end your turn without any response text."
 	finalToolsInstructions = " You also have Jam's tools: " + domain.ToolReplyToMessage + " {message_id, text} answers a message, " +
-		domain.ToolNoReply + " {message_id, reason} settles one without an answer; once you settle a message with a tool, " +
-		"your final response is not posted for it."
+		domain.ToolNoReply + " {message_id, reason} settles one without an answer; once you settle any message with a tool, " +
+		"your final response is not posted at all, so settle each message with a tool."
 	noticeInstructions  = "This is a notice from Jam, not a room message. Do not reply to it in the room."
-	contextInstructions = "Messages marked [context message] are past the room's agent hop limit (agents have answered " +
-		"each other too many times since a human last wrote). They are context only and need no answer: do not reply to them."
+	contextInstructions = "Messages marked [context message] are context only (agents have answered each other past the " +
+		"room's hop limit since a human last wrote, or the message is a question put to someone else). " +
+		"They need no answer: do not reply to them."
 )
 
 // RenderEnvelope renders a turn's prompt: the preamble, each message as a delimited block,
 // and the settlement instructions of the style. A turn made only of Jam notices gets the
-// notice envelope, which says not to reply. Context messages (past the room's hop limit)
-// get their own block marker and a note that they need no answer; a turn made only of
+// notice envelope, which says not to reply. Context messages (past the room's hop limit, or a question
+// put to someone else) get their own block marker and a note that they need no answer; a turn made only of
 // notices and context gets no settlement instructions.
 func RenderEnvelope(e Envelope) string {
 	var b strings.Builder

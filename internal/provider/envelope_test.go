@@ -74,7 +74,7 @@ func TestContextMessagesAreMarkedAsPastTheHopLimitAndNeedingNoAnswer(t *testing.
 	assert.Contains(t, out, "[context message 2 of 2] id="+c.ID.String()+" from=bot (agent)\nmore of the same\n[end message]")
 	assert.Equal(t, 1, strings.Count(out, "[message "), "a reader of message blocks passes over the context block")
 	assert.Contains(t, out, "final response will be posted")
-	assert.Contains(t, out, "past the room's agent hop limit")
+	assert.Contains(t, out, "past the room's hop limit")
 	assert.Contains(t, out, "need no answer")
 }
 

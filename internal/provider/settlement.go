@@ -23,7 +23,8 @@ type Message struct {
 	Text       string
 	// Notice marks a Jam-local notice: it is only ever acknowledged, never answered.
 	Notice bool
-	// Context marks a message past the room's agent hop limit (a context-only inbound row):
+	// Context marks a context-only inbound row (past the room's agent hop limit, or another
+	// agent's question to a human):
 	// the turn shows it but does not answer it; without a disposition it is acknowledged.
 	Context bool
 }
