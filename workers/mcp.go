@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,7 +49,7 @@ type mcpListener struct {
 	bridge []string
 }
 
-func startMCP(cfg MCPConfig, log *slog.Logger) (*mcpListener, error) {
+func startMCP(cfg MCPConfig, dataDir string, log *slog.Logger) (*mcpListener, error) {
 	if cfg.Disabled {
 		return nil, nil
 	}
@@ -54,7 +57,7 @@ func startMCP(cfg MCPConfig, log *slog.Logger) (*mcpListener, error) {
 	if addr == "" {
 		addr = DefaultMCPListen
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenMCP(addr, filepath.Join(dataDir, mcpPortFile), log)
 	if err != nil {
 		return nil, fmt.Errorf("listen for Jam's runtime tools on %s: %w", addr, err)
 	}
@@ -78,6 +81,37 @@ func startMCP(cfg MCPConfig, log *slog.Logger) (*mcpListener, error) {
 		guest: "http://" + net.JoinHostPort(guest, port) + tools.MCPPath, target: net.JoinHostPort(guest, port), bridge: cfg.Bridge}
 	log.Info("runtime tools served over MCP", "url", l.url, "guest_url", l.guest)
 	return l, nil
+}
+
+// mcpPortFile, in the node's data directory, keeps the port an ephemeral listen address
+// last got: sandboxes' egress rules name it, so a restarted worker that gets it again keeps
+// their rules valid.
+const mcpPortFile = "mcp-port"
+
+// listenMCP listens on addr; when addr asks for any port, the node's previous port is
+// tried first and the port it gets is remembered.
+func listenMCP(addr, portFile string, log *slog.Logger) (net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port != "0" {
+		return net.Listen("tcp", addr)
+	}
+	if b, err := os.ReadFile(portFile); err == nil {
+		if p, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && p > 0 && p < 65536 {
+			if ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p))); err == nil {
+				return ln, nil
+			}
+			log.Info("the runtime tools endpoint's previous port is taken; sandboxes get a new one", "port", p)
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	got := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	if err := os.WriteFile(portFile, []byte(got+"\n"), 0o600); err != nil {
+		log.Warn("remember the runtime tools endpoint's port", "error", err)
+	}
+	return ln, nil
 }
 
 func (l *mcpListener) endpoints() *activities.MCPEndpoints {

@@ -155,7 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		Log: cfg.Logger.With("component", "questions")}}
 	toolBackend := &activities.ToolBackend{Store: cfg.Store, Questions: asker, Poke: starter.Poke,
 		Log: cfg.Logger.With("component", "tools")}
-	if w.mcp, err = startMCP(cfg.MCP, cfg.Logger.With("component", "mcp")); err != nil {
+	if w.mcp, err = startMCP(cfg.MCP, cfg.DataDir, cfg.Logger.With("component", "mcp")); err != nil {
 		return nil, err
 	}
 	sbx := &activities.Sandbox{Store: cfg.Store, Layout: layout, Sbx: cfg.Sbx.Sbx, PATH: cfg.Sbx.PATH,
