@@ -211,7 +211,7 @@ func (s *Session) Call(ctx context.Context, callID, name string, args json.RawMe
 			res, keep := s.run(ctx, callID, name, norm)
 			s.mu.Lock()
 			cur.res = res
-			if !keep || ctx.Err() != nil {
+			if !keep {
 				s.forget(callID, cur)
 			}
 			s.mu.Unlock()
