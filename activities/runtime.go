@@ -19,6 +19,7 @@ import (
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/tools"
+	"github.com/jam-dev/jam/internal/workspace"
 )
 
 // RuntimeTable is the node's runtime registry as the runtime activities use it. The
@@ -156,7 +157,7 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	}
 	log := r.Log.With("runtime_session", hs.RuntimeSessionID, "generation", gen)
 	spec := provider.Spec{RuntimeSession: hs.RuntimeSessionID, Generation: gen, AgentID: agent.ID, RoomID: hs.RoomID,
-		Transport: hs.Config.Transport, Executable: l.exe, Args: l.args, Env: l.env, Dir: l.dir,
+		Transport: hs.Config.Transport, Executable: l.exe, Args: l.args, Env: l.env, Dir: l.dir, StateDir: l.stateDir,
 		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Settings: hs.Config.Settings, Briefing: agent.Briefing,
 		ReadyTimeout: r.readyTimeout(row),
 		Permissions:  r.Permissions, Events: r.sink(hs, gen, log), Log: log}
@@ -254,7 +255,21 @@ func (r *Runtimes) launch(ctx context.Context, hs domain.HostSession, row domain
 		}
 		return r.sandboxLaunch(ctx, hs, row, in, worker)
 	}
-	env, err := provider.HostNativeEnv(worker, row, hs.Config.EnvAllowlist)
+	extra := slices.Clone(row.Env)
+	stateDir := ""
+	if row.SessionState {
+		// Until host allocation exists a host-native session is its own Dedicated host.
+		paths, err := workspace.ManagedPaths(r.Layout, hs.RuntimeSessionID)
+		if err != nil {
+			return launch{}, err
+		}
+		state, dir, err := providerStateEnv(paths, row)
+		if err != nil {
+			return launch{}, err
+		}
+		extra, stateDir = append(extra, state...), dir
+	}
+	env, err := provider.HostNativeEnv(worker, row, hs.Config.EnvAllowlist, extra...)
 	if err != nil {
 		return launch{}, contract.Fail(err.Error(), domain.ErrTypeEnvRefused, err)
 	}
@@ -270,7 +285,7 @@ func (r *Runtimes) launch(ctx context.Context, hs domain.HostSession, row domain
 	if len(args) == 0 {
 		args = row.Args
 	}
-	return launch{exe: exe.Path, args: args, dir: dir, env: env}, nil
+	return launch{exe: exe.Path, args: args, dir: dir, env: env, stateDir: stateDir}, nil
 }
 
 // resolve finds the provider's executable: the environment default is the worker's (an
@@ -399,6 +414,13 @@ func (r *Runtimes) RunTurn(ctx context.Context, in RunTurnInput) (RunTurnResult,
 			return RunTurnResult{}, contract.Fail(err.Error(), domain.ErrTypeRuntimeNotLive, err)
 		}
 		return RunTurnResult{}, err
+	}
+	if id := res.ProviderSessionID; id != "" && id != hs.ProviderSessionID {
+		// The turn made a pinned provider session resumable: bound before anything of the
+		// turn commits, so a restart resumes it. Without the binding the turn does not count.
+		if err := r.Store.BindProviderSession(ctx, in.RuntimeSession, id, time.Now()); err != nil {
+			return RunTurnResult{}, fmt.Errorf("record provider session of %s: %w", in.RuntimeSession, err)
+		}
 	}
 	out := RunTurnResult{Outcome: res.Outcome, Messages: len(turn.Messages), Unsettled: len(res.Plan.Unsettled)}
 	if res.Err != nil {

@@ -29,6 +29,9 @@ type launch struct {
 	env []string
 	// activation is how the provider state was prepared for an exact resume.
 	activation activated
+	// stateDir is the session's provider-state directory when the provider keeps its state
+	// there (the same path on the host and in a guest); "" otherwise.
+	stateDir string
 }
 
 func (l launch) release() {
@@ -65,10 +68,11 @@ func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row
 	if src := hs.Config.Sandbox.WorkspaceSource; src == domain.WorkspaceDirectHost || src == domain.WorkspacePrivateHostClone {
 		dir = hs.Config.Sandbox.HostPath
 	}
-	home, err := providerStateEnv(paths, row)
+	home, stateDir, err := providerStateEnv(paths, row)
 	if err != nil {
 		return launch{}, err
 	}
+	home = append(home, row.Env...)
 	lookup := envLookup(env)
 	file, explicit, err := sandbox.GuestEnv(hs.Config.EnvAllowlist, func(k string) (string, bool) {
 		v := lookup(k)
@@ -107,27 +111,27 @@ func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row
 		ef.Release()
 		return launch{}, err
 	}
-	return launch{exe: argv[0], args: argv[1:], dir: dir, envFile: ef, env: sandbox.HostEnv(d.Env), activation: act}, nil
+	return launch{exe: argv[0], args: argv[1:], dir: dir, envFile: ef, env: sandbox.HostEnv(d.Env), activation: act, stateDir: stateDir}, nil
 }
 
-// providerStateEnv points a sandboxed provider's continuity state into the provider-state
-// mount, where checkpoints capture it: JAM_PROVIDER_STATE_DIR always names the mount, and
-// each state variable of the catalog row its directory there (made now: not every provider
-// creates a directory it is pointed at).
-func providerStateEnv(paths workspace.Paths, row domain.TransportSpec) ([]string, error) {
+// providerStateEnv points a provider's continuity state into the host's provider-state
+// directory (a sandbox's mount, where checkpoints capture it): JAM_PROVIDER_STATE_DIR always
+// names it, and each state variable of the catalog row its directory there (made now: not
+// every provider creates a directory it is pointed at). It returns that directory too.
+func providerStateEnv(paths workspace.Paths, row domain.TransportSpec) ([]string, string, error) {
 	state, err := paths.ProviderState(row.Provider)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	env := []string{EnvProviderStateDir + "=" + state}
 	for _, v := range row.State {
 		dir := filepath.Join(state, v.Sub)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("provider state directory %s: %w", dir, err)
+			return nil, "", fmt.Errorf("provider state directory %s: %w", dir, err)
 		}
 		env = append(env, v.Name+"="+dir)
 	}
-	return env, nil
+	return env, state, nil
 }
 
 // EnvFiles lists the env files not yet released (tests assert none outlives a spawn).

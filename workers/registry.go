@@ -14,6 +14,7 @@ import (
 	"github.com/jam-dev/jam/internal/procgroup"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/provider/acp"
+	"github.com/jam-dev/jam/internal/provider/claudecode"
 	"github.com/jam-dev/jam/internal/provider/codex"
 )
 
@@ -30,6 +31,7 @@ func DefaultFactories() map[domain.Provider]provider.Factory {
 	return map[domain.Provider]provider.Factory{
 		domain.ProviderACP:      acp.New,
 		domain.ProviderCodex:    codex.New,
+		domain.ProviderClaude:   claudecode.New,
 		domain.ProviderOpenCode: acp.New,
 		domain.ProviderCursor:   acp.New,
 	}

@@ -92,6 +92,16 @@ type TransportSpec struct {
 	// ConfigEnv names the variables the provider reads its configuration and login from;
 	// a host-native session gets them passed through when the operator set them.
 	ConfigEnv []string
+	// SessionState: a host-native session too keeps its State variables in its own
+	// provider-state directory rather than the operator's (Claude Code: Jam pins each
+	// session's id and working directory, and its transcripts stay with the session).
+	SessionState bool
+	// ReservedArgs are the flags the adapter sets itself (its protocol, session and tool
+	// wiring); a template's args may not give them.
+	ReservedArgs []string
+	// Env are NAME=VALUE pairs Jam sets for every runtime of the transport, host-native and
+	// sandboxed (switches that keep a CLI quiet and its tools usable; never a secret).
+	Env []string
 	// ReadyTimeout bounds the provider's start handshake (spawn to a bound session).
 	ReadyTimeout time.Duration
 }
@@ -130,6 +140,15 @@ var openCodeCells = []SandboxCell{
 	{ConfigJamManaged, WorkspaceDirectHost, PlacementDedicated},
 }
 
+// claudeReservedArgs are the Claude Code flags Jam's adapter owns: the stream-json protocol,
+// the session it resumes or pins, permissions over stdio, Jam's tools and instructions.
+var claudeReservedArgs = []string{"-p", "--print", "--input-format", "--output-format", "--verbose",
+	"--replay-user-messages", "--include-partial-messages", "--resume", "-r", "--continue", "-c",
+	"--session-id", "--fork-session", "--permission-prompt-tool", "--permission-mode", "--mcp-config",
+	"--strict-mcp-config", "--allowedTools", "--allowed-tools", "--append-system-prompt",
+	"--append-system-prompt-file", "--system-prompt", "--system-prompt-file", "--model",
+	"--dangerously-skip-permissions"}
+
 // transportCatalog is the one table of transports; nothing else switches on a transport.
 var transportCatalog = []TransportSpec{
 	{Transport: TransportCodexAppServer, Label: "Codex", Command: "codex", Args: []string{"app-server"},
@@ -147,7 +166,12 @@ var transportCatalog = []TransportSpec{
 		Provider: ProviderClaude, AuthModes: []AuthMode{AuthProviderLogin, AuthAPIKey},
 		Settings: []string{SettingKeyModel, SettingKeyPermissionMode},
 		Owned:    true, IdlePolicy: IdleKeepAlive, Cells: sevenCells, SandboxAgent: "claude", SecretService: "anthropic",
-		State: []StateVar{{Name: "CLAUDE_CONFIG_DIR"}}, ReadyTimeout: 60 * time.Second},
+		State: []StateVar{{Name: "CLAUDE_CONFIG_DIR"}}, SessionState: true, ReadyTimeout: 60 * time.Second,
+		ReservedArgs: claudeReservedArgs,
+		// No update checks, telemetry or error reports from a runtime Jam runs; and MCP tools
+		// directly callable (with tool search on, Claude defers them behind a search tool).
+		Env: []string{"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
+			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "ENABLE_TOOL_SEARCH=false"}},
 	{Transport: TransportACP, Label: "ACP agent", Command: "jam-testagent",
 		Provider: ProviderACP, AuthModes: []AuthMode{AuthAgentManaged},
 		Settings: []string{SettingKeyModel, SettingKeyMode},

@@ -135,6 +135,9 @@ func (c TemplateConfig) Validate() error {
 		if len(a) > MaxTemplateArgLen || strings.ContainsRune(a, 0) {
 			v.Add(fmt.Sprintf("args[%d]", i), fmt.Sprintf("at most %d bytes and no NUL", MaxTemplateArgLen))
 		}
+		if flag, _, _ := strings.Cut(a, "="); ok && slices.Contains(spec.ReservedArgs, flag) {
+			v.Add(fmt.Sprintf("args[%d]", i), fmt.Sprintf("%s is set by Jam for %s and cannot be given in args", flag, spec.Label))
+		}
 	}
 	c.validateEnv(&v)
 	if ok && spec.Owned {

@@ -23,12 +23,14 @@ const (
 	SettingKeyProviderEnvKey  = "model_provider_env_key"
 )
 
-// settingValues are the settings whose values come from a fixed set (Codex's own words).
+// settingValues are the settings whose values come from a fixed set (the provider's own words).
 var settingValues = map[string][]string{
 	SettingKeyReasoningEffort: {"minimal", "low", "medium", "high", "xhigh"},
 	SettingKeyApprovalPolicy:  {"untrusted", "on-failure", "on-request", "never"},
 	SettingKeySandboxMode:     {"read-only", "workspace-write", "danger-full-access"},
 	SettingKeyProviderWireAPI: {"responses", "chat"},
+	// Claude Code's permission modes; bypassPermissions skips the permission broker.
+	SettingKeyPermissionMode: {"default", "acceptEdits", "plan", "dontAsk", "bypassPermissions"},
 }
 
 // validateSettingValues checks the values of known settings: fixed sets, an http(s) base

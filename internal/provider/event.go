@@ -122,6 +122,14 @@ func (s *Stamper) SetSink(sink Sink) {
 	s.sink = sink
 }
 
+// SetCapable records whether the runtime settles through Jam's disposition tools, when the
+// adapter learns it only at start (whether its MCP client connected).
+func (s *Stamper) SetCapable(capable bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.capable = capable
+}
+
 // Retire stops the stamper for good.
 func (s *Stamper) Retire() { s.retired.Store(true) }
 

@@ -77,6 +77,9 @@ type Spec struct {
 	Env []string
 	// Dir is the workspace the provider works in.
 	Dir string
+	// StateDir is the session's provider-state directory when the provider keeps its state
+	// there (the same path on the host and inside a sandbox); "" otherwise.
+	StateDir string
 	// SharedHost, when set, is the Shared runtime host whose one provider process the
 	// session shares with the host's other members (for adapters that can, such as Codex).
 	SharedHost uuid.UUID

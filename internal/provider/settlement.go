@@ -60,6 +60,10 @@ type TurnResult struct {
 	Plan    Plan
 	// Err describes a failed turn (nil otherwise).
 	Err error
+	// ProviderSessionID is a provider session this turn made resumable when Prepare could
+	// not yet report it (Claude Code writes a pinned session's transcript with its first
+	// turn); the caller binds it when the runtime session has none.
+	ProviderSessionID string
 }
 
 // Disposition is one staged settlement decision of a turn.

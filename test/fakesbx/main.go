@@ -16,7 +16,9 @@
 // reports success (the window in which a killed worker leaves a sandbox without its marker).
 // FAKESBX_LOG, when set, is a file every invocation's arguments are appended to (a
 // line each), so tests can prove what was and was not run. FAKESBX_SECRETS is the `secret ls` table: a comma list of SCOPE:SERVICE
-// (scope "global" or a sandbox name); secret values are never stored.
+// (scope "global" or a sandbox name); secret values are never stored. FAKESBX_SERVICE_ENV
+// (SERVICE=VAR, comma separated) names the variable a stored service secret sets, to a
+// placeholder, in every exec of a sandbox it applies to.
 package main
 
 import (
@@ -276,7 +278,7 @@ func (s store) exec(args []string) {
 	_ = os.WriteFile(pidFile, nil, 0o600)
 	defer os.Remove(pidFile)
 	cmd := exec.Command(args[i+1], args[i+2:]...)
-	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Env = append(append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, serviceEnv(sb.Name)...), env...)
 	cmd.Dir = dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -418,6 +420,27 @@ func secret(args []string) {
 		}
 		fmt.Printf("%s  %s  ********\n", sc, svc)
 	}
+}
+
+// serviceEnv is what a sandbox's stored service secrets put in a guest's environment:
+// FAKESBX_SERVICE_ENV maps a service to the variable its agent reads (SERVICE=VAR, comma
+// separated), set for each FAKESBX_SECRETS entry of the sandbox or global scope to a
+// placeholder, as the real sandbox's proxy holds the credential itself.
+func serviceEnv(name string) []string {
+	vars := map[string]string{}
+	for _, kv := range strings.Split(os.Getenv("FAKESBX_SERVICE_ENV"), ",") {
+		if svc, v, ok := strings.Cut(kv, "="); ok {
+			vars[svc] = v
+		}
+	}
+	var out []string
+	for _, entry := range strings.Split(os.Getenv("FAKESBX_SECRETS"), ",") {
+		sc, svc, ok := strings.Cut(entry, ":")
+		if v := vars[svc]; ok && v != "" && (sc == "global" || sc == name) {
+			out = append(out, v+"=sbx-proxy-managed")
+		}
+	}
+	return out
 }
 
 func readEnvFile(path string) []string {

@@ -3,7 +3,18 @@ package stubmodel
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
+	"strings"
 )
+
+// reminders are the <system-reminder> blocks Claude Code adds to a user message (its
+// environment, skills, date); they are Claude's, not the user's words.
+var reminders = regexp.MustCompile(`(?s)<system-reminder>.*?</system-reminder>`)
+
+// userText is a message's text without Claude Code's reminders.
+func userText(content json.RawMessage) string {
+	return strings.TrimSpace(reminders.ReplaceAllString(textOf(content), ""))
+}
 
 // messagesRequest is the part of an Anthropic Messages request the server reads.
 type messagesRequest struct {
@@ -41,7 +52,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		results := toolResults(m.Content)
 		if len(results) == 0 {
 			// A message of only tool results is the agent continuing, not a user speaking.
-			rec.Messages = append(rec.Messages, Message{Role: m.Role, Text: textOf(m.Content)})
+			rec.Messages = append(rec.Messages, Message{Role: m.Role, Text: userText(m.Content)})
 		}
 		rec.ToolResults = append(rec.ToolResults, results...)
 		rec.ToolCalls = append(rec.ToolCalls, toolUses(m.Content)...)
