@@ -52,8 +52,9 @@ ci:
 ##          generation after 1% of the files changed vs the first; bench/checkpoint.json
 ##        - workspace export of a 10,000-file, 1 GiB workspace (durable) vs `cp -a` + sync (and
 ##          `cp -a --reflink=always` where supported), medians of alternating runs; bench/export.json
-##        - Codex (the real codex, scripted model server) beside the ACP test agent: first wake,
-##          re-wake (resume) and live post -> reply, p50/p95 ms; bench/codex.json
+##        - Codex and Claude Code (the real codex and claude, scripted model server) beside the
+##          ACP test agent: first wake, re-wake (resume) and live post -> reply, p50/p95 ms;
+##          bench/providers.json
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/store/
 	$(GO) test -run '^$$' -bench PostToEventStream -benchtime 600x ./api/
@@ -61,4 +62,4 @@ bench:
 	JAM_BENCH=1 $(GO) test -count=1 -run '^TestCheckpointBenchmark$$' -timeout 20m -v ./internal/checkpoint/
 	JAM_BENCH=1 $(GO) test -count=1 -run '^TestExportBenchmark$$' -timeout 30m -v ./internal/workspace/
 	JAM_BENCH=1 $(GO) test -count=1 -run '^TestRoomSessionBenchmark$$' -timeout 60m -v ./test/
-	JAM_BENCH=1 $(GO) test -count=1 -run '^TestCodexBenchmark$$' -timeout 20m -v ./test/
+	JAM_BENCH=1 $(GO) test -count=1 -run '^TestProviderBenchmark$$' -timeout 30m -v ./test/

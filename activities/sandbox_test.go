@@ -77,7 +77,7 @@ func TestAnAPIKeyRuntimeNeedsItsGlobalServiceSecretBeforeASandboxIsMade(t *testi
 	require.Equal(t, string(domain.ErrTypeCredentialMissing), app.Type())
 	require.Contains(t, app.Error(), "sbx secret set -g openai")
 
-	ok := newSandboxWorld(t, domain.AuthAPIKey, "FAKESBX_SECRETS=global:openai")
+	ok := newSandboxWorld(t, domain.AuthAPIKey, "FAKESBX_STORED_SERVICES=global:openai")
 	res, err := ok.ensure()
 	require.NoError(t, err)
 	require.True(t, res.Created)

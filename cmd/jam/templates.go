@@ -23,6 +23,7 @@ type templateFlags struct {
 	sandbox                              bool
 	workspaceSource, hostPath            string
 	networkProfile                       string
+	authMode, idlePolicy                 string
 }
 
 func (f *templateFlags) register(cmd *cobra.Command) {
@@ -39,6 +40,8 @@ func (f *templateFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.workspaceSource, "workspace-source", "", "managed, private_host_clone or direct_host (sandboxed)")
 	fs.StringVar(&f.hostPath, "host-path", "", "checkout of a private_host_clone or direct_host workspace")
 	fs.StringVar(&f.networkProfile, "network-profile", "", "developer or production")
+	fs.StringVar(&f.authMode, "auth-mode", "", "provider_login, api_key or agent_managed (default: the transport's first)")
+	fs.StringVar(&f.idlePolicy, "idle-policy", "", "allow or keep_alive (default: the transport's)")
 }
 
 func transportNames() string {
@@ -88,8 +91,8 @@ func (f *templateFlags) body(cmd *cobra.Command) (json.RawMessage, error) {
 	}
 	c := domain.TemplateConfig{
 		Alias: f.alias, Transport: domain.Transport(f.transport), Command: f.command, Args: f.args, EnvAllowlist: f.env, Settings: settings,
-		NetworkProfile: domain.NetworkProfile(f.networkProfile),
-		Sandbox:        domain.SandboxConfig{Enabled: f.sandbox, WorkspaceSource: domain.WorkspaceSource(f.workspaceSource), HostPath: f.hostPath},
+		NetworkProfile: domain.NetworkProfile(f.networkProfile), AuthMode: domain.AuthMode(f.authMode), IdlePolicy: domain.IdlePolicy(f.idlePolicy),
+		Sandbox: domain.SandboxConfig{Enabled: f.sandbox, WorkspaceSource: domain.WorkspaceSource(f.workspaceSource), HostPath: f.hostPath},
 	}
 	if f.placement != "" {
 		p := domain.Placement(f.placement)
@@ -108,6 +111,7 @@ func newTemplateCmd(_ *globals) *cobra.Command {
 		Short: "Create a template, validated against the transport catalog",
 		Example: `  jam template create $AGENT --transport acp --command /usr/local/bin/jam-testagent
   jam template create $AGENT --transport codex-app-server --sandbox --placement shared_agent_host
+  jam template create $AGENT --transport claude-code-cli --auth-mode api_key --env ANTHROPIC_API_KEY --idle-policy allow
   jam template create $AGENT --file template.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -38,3 +38,26 @@ func TestTemplateFlagsCarrySettings(t *testing.T) {
 		t.Fatal("a setting without = was accepted")
 	}
 }
+
+// `--auth-mode` and `--idle-policy` reach the template (a Claude Code runtime with an API
+// key that may be reaped when idle).
+func TestTemplateFlagsCarryAuthModeAndIdlePolicy(t *testing.T) {
+	var f templateFlags
+	cmd := &cobra.Command{}
+	f.register(cmd)
+	if err := cmd.Flags().Parse([]string{"--transport", "claude-code-cli", "--auth-mode", "api_key", "--idle-policy", "allow",
+		"--env", "ANTHROPIC_API_KEY"}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := f.body(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c domain.TemplateConfig
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.AuthMode != domain.AuthAPIKey || c.IdlePolicy != domain.IdleAllow || c.Validate() != nil {
+		t.Fatalf("template %+v: %v", c, c.Validate())
+	}
+}

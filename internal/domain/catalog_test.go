@@ -103,6 +103,10 @@ func TestTemplateValidationFollowsTheCatalog(t *testing.T) {
 		{"wrong auth", `{"alias":"d","transport":"copilot-sdk","auth_mode":"api_key"}`, "auth_mode"},
 		{"idle out of range", `{"alias":"d","transport":"acp","idle_secs":0}`, "idle_secs"},
 		{"unknown placement", `{"alias":"d","transport":"acp","placement":"everywhere"}`, "placement"},
+		{"claude extra args", `{"alias":"d","transport":"claude-code-cli","args":["--max-turns","8"],"settings":{"permission_mode":"acceptEdits"}}`, ""},
+		{"claude resume in args", `{"alias":"d","transport":"claude-code-cli","args":["--resume=abc"]}`, "args[0]"},
+		{"claude mcp config in args", `{"alias":"d","transport":"claude-code-cli","args":["--max-turns","8","--mcp-config","/tmp/x.json"]}`, "args[2]"},
+		{"claude unknown permission mode", `{"alias":"d","transport":"claude-code-cli","settings":{"permission_mode":"yolo"}}`, "settings.permission_mode"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

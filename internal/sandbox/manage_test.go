@@ -295,7 +295,7 @@ func TestRemovingAnAbsentSandboxDropsOnlyItsMarker(t *testing.T) {
 
 func TestNetworkPolicyAndServiceSecretsGoThroughTheDriver(t *testing.T) {
 	ctx := context.Background()
-	d := newDriver(t, "noise", "FAKESBX_SECRETS=global:openai,jam-x:anthropic")
+	d := newDriver(t, "noise", "FAKESBX_STORED_SERVICES=global:openai,jam-x:anthropic")
 	if _, err := d.ProbeVersion(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,9 @@
 // finishes; FAKESBX_HANG_AFTER_CREATE seconds it waits after the sandbox exists before it
 // reports success (the window in which a killed worker leaves a sandbox without its marker).
 // FAKESBX_LOG, when set, is a file every invocation's arguments are appended to (a
-// line each), so tests can prove what was and was not run. FAKESBX_SECRETS is the `secret ls` table: a comma list of SCOPE:SERVICE
-// (scope "global" or a sandbox name); secret values are never stored. FAKESBX_SERVICE_ENV
+// line each), so tests can prove what was and was not run. FAKESBX_STORED_SERVICES is the `secret ls` table: a comma list of SCOPE:SERVICE
+// (scope "global" or a sandbox name; its name is not secret-like, so Jam's sbx client
+// environment passes it); secret values are never stored. FAKESBX_SERVICE_ENV
 // (SERVICE=VAR, comma separated) names the variable a stored service secret sets, to a
 // placeholder, in every exec of a sandbox it applies to.
 package main
@@ -394,7 +395,7 @@ func (s store) policy(args []string) {
 	}
 }
 
-// secret answers `secret ls [SANDBOX] [-g] [--service S]` from FAKESBX_SECRETS as the real
+// secret answers `secret ls [SANDBOX] [-g] [--service S]` from FAKESBX_STORED_SERVICES as the real
 // CLI does: a table of scope and service, never a value.
 func secret(args []string) {
 	if len(args) == 0 || args[0] != "ls" {
@@ -413,7 +414,7 @@ func secret(args []string) {
 		}
 	}
 	fmt.Println("SCOPE  SERVICE  SECRET")
-	for _, entry := range strings.Split(os.Getenv("FAKESBX_SECRETS"), ",") {
+	for _, entry := range strings.Split(os.Getenv("FAKESBX_STORED_SERVICES"), ",") {
 		sc, svc, ok := strings.Cut(entry, ":")
 		if !ok || (scope != "" && sc != scope) || (service != "" && svc != service) {
 			continue
@@ -424,7 +425,7 @@ func secret(args []string) {
 
 // serviceEnv is what a sandbox's stored service secrets put in a guest's environment:
 // FAKESBX_SERVICE_ENV maps a service to the variable its agent reads (SERVICE=VAR, comma
-// separated), set for each FAKESBX_SECRETS entry of the sandbox or global scope to a
+// separated), set for each FAKESBX_STORED_SERVICES entry of the sandbox or global scope to a
 // placeholder, as the real sandbox's proxy holds the credential itself.
 func serviceEnv(name string) []string {
 	vars := map[string]string{}
@@ -434,7 +435,7 @@ func serviceEnv(name string) []string {
 		}
 	}
 	var out []string
-	for _, entry := range strings.Split(os.Getenv("FAKESBX_SECRETS"), ",") {
+	for _, entry := range strings.Split(os.Getenv("FAKESBX_STORED_SERVICES"), ",") {
 		sc, svc, ok := strings.Cut(entry, ":")
 		if v := vars[svc]; ok && v != "" && (sc == "global" || sc == name) {
 			out = append(out, v+"=sbx-proxy-managed")

@@ -64,6 +64,7 @@ type Runtime struct {
 	bound      bool // Jam has been told the session (it resumed, or a turn wrote it)
 	version    string
 	toolsOK    bool // Jam's tools are connected: the runtime settles through them
+	diverged   bool // claude reported another session than the one it was started on
 	warning    string
 	prepared   bool
 	tornDown   bool

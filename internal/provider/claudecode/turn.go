@@ -138,7 +138,10 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentUsage, Usage: usage})
 	}
 	res := provider.CloseTurn(r.stamper, ts.settle, outcome, turnErr)
-	if !wasBound && r.transcriptWritten(session) {
+	r.mu.Lock()
+	diverged := r.diverged
+	r.mu.Unlock()
+	if !wasBound && !diverged && r.transcriptWritten(session) {
 		// The first turn wrote the pinned session's transcript: from now on it resumes.
 		r.mu.Lock()
 		r.bound = true
@@ -199,7 +202,13 @@ func (ts *turnState) finish(res result) bool {
 
 // outcome maps the turn's last result.
 func (r *Runtime) outcome(ts *turnState, res result) (domain.TurnOutcome, error) {
+	r.mu.Lock()
+	diverged, want := r.diverged, r.session
+	r.mu.Unlock()
 	switch {
+	case diverged:
+		return domain.TurnFailed, fmt.Errorf("%w: claude answered in session %s, not %s", provider.ErrExactResumeUnavailable,
+			domain.Truncate(res.SessionID, 80), want)
 	case ts.interrupted:
 		return domain.TurnCancelled, nil
 	case res.Subtype == resultSuccess && !res.IsError:
@@ -493,7 +502,18 @@ func (r *Runtime) system(subtype string, raw []byte) {
 				Status string `json:"status"`
 			} `json:"mcp_servers"`
 		}](r, "system init", raw)
-		if !ok || r.spec.MCP == nil {
+		if !ok {
+			return
+		}
+		r.mu.Lock()
+		want := r.session
+		if init.SessionID != "" && init.SessionID != want && !r.diverged {
+			// Never a silent fresh session: the turn fails and the messages stay queued.
+			r.diverged = true
+			r.log.Error("claude runs another session than the one it was started on", "want", want, "got", init.SessionID)
+		}
+		r.mu.Unlock()
+		if r.spec.MCP == nil {
 			return
 		}
 		for _, s := range init.MCPServers {

@@ -8,12 +8,31 @@ import (
 )
 
 // reminders are the <system-reminder> blocks Claude Code adds to a user message (its
-// environment, skills, date); they are Claude's, not the user's words.
-var reminders = regexp.MustCompile(`(?s)<system-reminder>.*?</system-reminder>`)
+// environment, skills, date); they are Claude's, not the user's words, except one: a user
+// message that arrived while Claude worked is handed to the model inside a reminder
+// (appended to a tool result), and a model sees it as the user speaking.
+var (
+	reminders = regexp.MustCompile(`(?s)<system-reminder>(.*?)</system-reminder>`)
+	midRun    = regexp.MustCompile(`(?s)^\s*The user sent a new message while you were working:\s*(.*?)\s*$`)
+)
 
-// userText is a message's text without Claude Code's reminders.
+// userText is a message's text without Claude Code's reminders, messages that arrived mid-
+// run kept.
 func userText(content json.RawMessage) string {
-	return strings.TrimSpace(reminders.ReplaceAllString(textOf(content), ""))
+	return strings.TrimSpace(reminders.ReplaceAllStringFunc(textOf(content), func(block string) string {
+		return strings.Join(arrivedMidRun(block), "\n")
+	}))
+}
+
+// arrivedMidRun lists the user messages text hands the model in reminders.
+func arrivedMidRun(text string) []string {
+	var out []string
+	for _, m := range reminders.FindAllStringSubmatch(text, -1) {
+		if u := midRun.FindStringSubmatch(m[1]); u != nil {
+			out = append(out, u[1])
+		}
+	}
+	return out
 }
 
 // messagesRequest is the part of an Anthropic Messages request the server reads.
@@ -51,8 +70,11 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	for _, m := range req.Messages {
 		results := toolResults(m.Content)
 		if len(results) == 0 {
-			// A message of only tool results is the agent continuing, not a user speaking.
+			// A message of only tool results is the agent continuing, not a user speaking...
 			rec.Messages = append(rec.Messages, Message{Role: m.Role, Text: userText(m.Content)})
+		} else if said := arrivedMidRun(strings.Join(results, "\n")); len(said) > 0 {
+			// ...unless the user spoke while the agent worked (Claude Code's steering).
+			rec.Messages = append(rec.Messages, Message{Role: m.Role, Text: strings.Join(said, "\n")})
 		}
 		rec.ToolResults = append(rec.ToolResults, results...)
 		rec.ToolCalls = append(rec.ToolCalls, toolUses(m.Content)...)

@@ -19,54 +19,57 @@ import (
 	"github.com/jam-dev/jam/internal/testsupport/stubmodel"
 )
 
-// The Codex benchmark of `make bench` (JAM_BENCH=1): host-native, through jam dev, the real
-// codex against the scripted model server, beside the ACP test agent measured the same way.
-// Wake: a post to a dormant room (a new thread, or a reaped room resuming its thread) ->
-// the turn starts (Jam sends turn/start); live: a post to a live room -> its reply. It
-// reports to bench/codex.json; it does not gate.
-func TestCodexBenchmark(t *testing.T) {
+// The provider benchmark of `make bench` (JAM_BENCH=1): host-native, through jam dev, the
+// real codex and claude against the scripted model server, beside the ACP test agent
+// measured the same way. Wake: a post to a dormant room (a new thread, or a reaped room
+// resuming its thread) -> the turn starts (Jam has sent the provider the turn); live: a
+// post to a live room -> its reply. It reports to bench/providers.json; it does not gate.
+func TestProviderBenchmark(t *testing.T) {
 	if os.Getenv("JAM_BENCH") != "1" {
 		t.Skip("benchmark: run with `make bench` (JAM_BENCH=1)")
 	}
 	realagent.Require(t, "codex")
+	realagent.Require(t, "claude")
 	model, err := stubmodel.Start(stubmodel.ReplyTool)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = model.Close() })
 	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), ownedEnv(t, t.TempDir(), "JAM_OWNED_RUNTIME_IDLE_SECS=2",
-		"CODEX_HOME="+t.TempDir(), "STUB_MODEL_KEY=x"))
+		"CODEX_HOME="+t.TempDir(), "STUB_MODEL_KEY=x", "ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY=x"))
 	c, ctx := d.client, context.Background()
 	var acp api.AgentBody
 	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "acp", Kind: domain.AgentOwned}, &acp))
-	rep := map[string]codexBench{
+	rep := map[string]providerBench{
 		"codex": benchAgent(t, c, codexAgent(t, c, "codex", codexTemplate(model, nil))),
-		"acp":   benchAgent(t, c, acp.ID),
+		// Reaped when idle (the catalog keeps Claude alive), so re-wake is measured.
+		"claude": benchAgent(t, c, codexAgent(t, c, "claude", claudeTemplate(domain.IdleAllow))),
+		"acp":    benchAgent(t, c, acp.ID),
 	}
-	out := os.Getenv("JAM_BENCH_CODEX_OUT")
+	out := os.Getenv("JAM_BENCH_PROVIDERS_OUT")
 	if out == "" {
-		out = filepath.Join("..", "bench", "codex.json")
+		out = filepath.Join("..", "bench", "providers.json")
 	}
 	raw, _ := json.MarshalIndent(rep, "", "  ")
 	if err := os.WriteFile(out, append(raw, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"codex", "acp"} {
+	for _, k := range []string{"codex", "claude", "acp"} {
 		r := rep[k]
-		t.Logf("%-5s first wake p50 %.0f ms p95 %.0f ms | re-wake (resume) p50 %.0f ms p95 %.0f ms | live post->reply p50 %.0f ms p95 %.0f ms",
+		t.Logf("%-6s first wake p50 %.0f ms p95 %.0f ms | re-wake (resume) p50 %.0f ms p95 %.0f ms | live post->reply p50 %.0f ms p95 %.0f ms",
 			k, r.FirstWake.P50, r.FirstWake.P95, r.ReWake.P50, r.ReWake.P95, r.LiveReply.P50, r.LiveReply.P95)
 	}
 	t.Logf("report: %s", out)
 }
 
-type codexBench struct {
+type providerBench struct {
 	FirstWake latency `json:"first_wake_post_to_turn_start"`
 	ReWake    latency `json:"rewake_post_to_turn_start"`
 	LiveReply latency `json:"live_post_to_reply"`
 }
 
-func benchAgent(t *testing.T, c *client.Client, agent uuid.UUID) codexBench {
-	var b codexBench
+func benchAgent(t *testing.T, c *client.Client, agent uuid.UUID) providerBench {
+	var b providerBench
 	var first, again, live []time.Duration
 	var rooms []uuid.UUID
 	for i := range 10 {
