@@ -157,7 +157,7 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	}
 	log := r.Log.With("runtime_session", hs.RuntimeSessionID, "generation", gen)
 	spec := provider.Spec{RuntimeSession: hs.RuntimeSessionID, Generation: gen, AgentID: agent.ID, RoomID: hs.RoomID,
-		Transport: hs.Config.Transport, Executable: l.exe, Args: l.args, Env: l.env, Dir: l.dir, StateDir: l.stateDir,
+		Transport: hs.Config.Transport, Executable: l.exe, Args: l.args, Env: l.env, GuestEnv: l.guestEnv, Dir: l.dir, StateDir: l.stateDir,
 		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Settings: hs.Config.Settings, Briefing: agent.Briefing,
 		ReadyTimeout: r.readyTimeout(row),
 		Permissions:  r.Permissions, Events: r.sink(hs, gen, log), Log: log}

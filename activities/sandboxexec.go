@@ -27,6 +27,8 @@ type launch struct {
 	// env is the launched process's environment: a host-native provider's own (never the
 	// worker's whole), or the `sbx` client's credential-free one.
 	env []string
+	// guestEnv is what a sandboxed provider sees in its guest (nil host-native).
+	guestEnv []string
 	// activation is how the provider state was prepared for an exact resume.
 	activation activated
 	// stateDir is the session's provider-state directory when the provider keeps its state
@@ -111,7 +113,8 @@ func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row
 		ef.Release()
 		return launch{}, err
 	}
-	return launch{exe: argv[0], args: argv[1:], dir: dir, envFile: ef, env: sandbox.HostEnv(d.Env), activation: act, stateDir: stateDir}, nil
+	return launch{exe: argv[0], args: argv[1:], dir: dir, envFile: ef, env: sandbox.HostEnv(d.Env), guestEnv: append(file, explicit...),
+		activation: act, stateDir: stateDir}, nil
 }
 
 // providerStateEnv points a provider's continuity state into the host's provider-state

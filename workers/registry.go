@@ -16,6 +16,7 @@ import (
 	"github.com/jam-dev/jam/internal/provider/acp"
 	"github.com/jam-dev/jam/internal/provider/claudecode"
 	"github.com/jam-dev/jam/internal/provider/codex"
+	"github.com/jam-dev/jam/internal/provider/copilot"
 )
 
 // RuntimeExit reports a runtime whose provider process died without being torn down.
@@ -32,6 +33,7 @@ func DefaultFactories() map[domain.Provider]provider.Factory {
 		domain.ProviderACP:      acp.New,
 		domain.ProviderCodex:    codex.New,
 		domain.ProviderClaude:   claudecode.New,
+		domain.ProviderCopilot:  copilot.New,
 		domain.ProviderOpenCode: acp.New,
 		domain.ProviderCursor:   acp.New,
 	}

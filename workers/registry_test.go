@@ -188,7 +188,7 @@ func TestClosingTheRegistryEndsAHandshakeInFlightButNotALiveRuntime(t *testing.T
 func TestRegistryRefusesTransportsWithoutAnAdapter(t *testing.T) {
 	r := NewRuntimeRegistry(quietLog(), nil, nil)
 	defer r.Shutdown(context.Background())
-	for _, tr := range []domain.Transport{domain.TransportAttachInbox, domain.TransportCopilotSDK} {
+	for _, tr := range []domain.Transport{domain.TransportAttachInbox, domain.TransportPTY} {
 		spec := agentSpec(t, uuid.New(), 1)
 		spec.Transport = tr
 		_, _, err := r.Start(context.Background(), spec)

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/faults"
 	"github.com/jam-dev/jam/internal/permission"
+	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/questions"
 	"github.com/jam-dev/jam/internal/sandbox"
 	"github.com/jam-dev/jam/workers"
@@ -31,12 +34,18 @@ type workerEnv struct {
 	pause func(ctx context.Context, point string)
 	// mcp is where the node serves Jam's runtime tools (JAM_MCP_LISTEN, JAM_MCP_GUEST_HOST).
 	mcp workers.MCPConfig
+	// factories are the adapters the node runs (JAM_WORKER_PROVIDERS); nil is all of them.
+	factories map[domain.Provider]provider.Factory
 }
 
 // The MCP endpoint's knobs.
 const (
 	envMCPListen    = "JAM_MCP_LISTEN"
 	envMCPGuestHost = "JAM_MCP_GUEST_HOST"
+	// envWorkerProviders limits the provider families a node runs (comma-separated, such
+	// as "acp,codex"): a node without a provider's CLI, or kept off one, advertises no
+	// adapter for it, and templates of that provider go to nodes that have it.
+	envWorkerProviders = "JAM_WORKER_PROVIDERS"
 )
 
 // parseWorkerEnv parses environ (os.Environ at start); sbxFlag is --sbx, which wins over
@@ -68,8 +77,37 @@ func parseWorkerEnv(environ []string, sbxFlag string, log *slog.Logger) (workerE
 			return workerEnv{}, fmt.Errorf("worker configuration: %s=%q is not host:port: %w", envMCPListen, mcp.Listen, err)
 		}
 	}
+	factories, err := workerFactories(getenv(envWorkerProviders))
+	if err != nil {
+		return workerEnv{}, fmt.Errorf("worker configuration: %w", err)
+	}
 	return workerEnv{env: env, sbx: sbx, lifecycle: lifecycle, permission: perm, question: question,
-		pause: faults.FromEnv(getenv), mcp: mcp}, nil
+		pause: faults.FromEnv(getenv), mcp: mcp, factories: factories}, nil
+}
+
+// workerFactories is the node's adapters limited to the comma-separated provider families
+// of list ("" or unset: every adapter). An unknown family, or one with no adapter, is an
+// error: the operator asked for something this node cannot run.
+func workerFactories(list string) (map[domain.Provider]provider.Factory, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	all := workers.DefaultFactories()
+	out := map[domain.Provider]provider.Factory{}
+	for _, name := range strings.Split(list, ",") {
+		p := domain.Provider(strings.TrimSpace(name))
+		f, ok := all[p]
+		if !ok {
+			known := make([]string, 0, len(all))
+			for k := range all {
+				known = append(known, string(k))
+			}
+			slices.Sort(known)
+			return nil, fmt.Errorf("%s: %q is not a provider this node has an adapter for (%s)", envWorkerProviders, p, strings.Join(known, ", "))
+		}
+		out[p] = f
+	}
+	return out, nil
 }
 
 // envLookup reads a variable of env as os.Getenv would ("" when unset; the last entry wins,

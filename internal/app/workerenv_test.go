@@ -70,3 +70,23 @@ func TestTheWorkerConfigurationIsParsedFromTheSnapshot(t *testing.T) {
 		t.Errorf("no fault hook: %v", err)
 	}
 }
+
+// JAM_WORKER_PROVIDERS limits a node's adapters to the families it names; unset is all of
+// them, and a family without an adapter stops the worker with the ones it could name.
+func TestTheWorkerRunsOnlyTheProvidersItIsGiven(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	we, err := parseWorkerEnv([]string{"JAM_WORKER_PROVIDERS=acp, codex"}, "", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(we.factories) != 2 || we.factories[domain.ProviderACP] == nil || we.factories[domain.ProviderCodex] == nil {
+		t.Errorf("factories %v", we.factories)
+	}
+	if we, err = parseWorkerEnv(nil, "", log); err != nil || we.factories != nil {
+		t.Errorf("unset: %v, %v", we.factories, err)
+	}
+	_, err = parseWorkerEnv([]string{"JAM_WORKER_PROVIDERS=acp,pull"}, "", log)
+	if err == nil || !strings.Contains(err.Error(), "JAM_WORKER_PROVIDERS") || !strings.Contains(err.Error(), "copilot") {
+		t.Errorf("a family without an adapter: %v", err)
+	}
+}

@@ -158,10 +158,15 @@ var transportCatalog = []TransportSpec{
 		Owned: true, IdlePolicy: IdleAllow, Cells: sevenCells, SandboxAgent: "codex", SecretService: "openai",
 		State: []StateVar{{Name: "CODEX_HOME"}}, ConfigEnv: []string{"CODEX_SQLITE_HOME"}, ReadyTimeout: 60 * time.Second},
 	{Transport: TransportCopilotSDK, Label: "GitHub Copilot", Command: "copilot", Args: []string{"--headless", "--no-auto-update", "--stdio"},
-		Provider: ProviderCopilot, AuthModes: []AuthMode{AuthProviderLogin},
-		Settings: []string{SettingKeyModel},
+		Provider: ProviderCopilot, AuthModes: []AuthMode{AuthProviderLogin, AuthAPIKey},
+		// A model provider of the operator's (base URL, wire API, key variable) goes into
+		// the session configuration: the SDK server ignores COPILOT_PROVIDER_* variables.
+		Settings: []string{SettingKeyModel, SettingKeyProviderBaseURL, SettingKeyProviderWireAPI, SettingKeyProviderEnvKey},
 		Owned:    true, IdlePolicy: IdleAllow, Cells: sevenCells, SandboxAgent: "copilot",
-		State: []StateVar{{Name: "COPILOT_HOME"}}, ConfigEnv: xdgEnv, ReadyTimeout: 90 * time.Second},
+		// COPILOT_HOME holds its sessions (session-state/<id>) and its login; a connect
+		// takes 2-4 s on a 2-core machine.
+		State: []StateVar{{Name: "COPILOT_HOME"}}, ConfigEnv: xdgEnv, ReadyTimeout: 90 * time.Second,
+		Env: []string{"COPILOT_AUTO_UPDATE=false"}},
 	{Transport: TransportClaudeCodeCLI, Label: "Claude Code", Command: "claude",
 		Provider: ProviderClaude, AuthModes: []AuthMode{AuthProviderLogin, AuthAPIKey},
 		Settings: []string{SettingKeyModel, SettingKeyPermissionMode},

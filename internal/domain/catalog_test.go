@@ -100,7 +100,7 @@ func TestTemplateValidationFollowsTheCatalog(t *testing.T) {
 		{"secret in a sandbox", `{"alias":"d","transport":"codex-app-server","sandbox":{"enabled":true},"env_allowlist":["OPENAI_API_KEY"]}`, "env_allowlist[0]"},
 		{"bad env name", `{"alias":"d","transport":"acp","env_allowlist":["A-B"]}`, "env_allowlist[0]"},
 		{"unknown setting", `{"alias":"d","transport":"acp","settings":{"turbo":"yes"}}`, "settings.turbo"},
-		{"wrong auth", `{"alias":"d","transport":"copilot-sdk","auth_mode":"api_key"}`, "auth_mode"},
+		{"wrong auth", `{"alias":"d","transport":"opencode","auth_mode":"api_key"}`, "auth_mode"},
 		{"idle out of range", `{"alias":"d","transport":"acp","idle_secs":0}`, "idle_secs"},
 		{"unknown placement", `{"alias":"d","transport":"acp","placement":"everywhere"}`, "placement"},
 		{"claude extra args", `{"alias":"d","transport":"claude-code-cli","args":["--max-turns","8"],"settings":{"permission_mode":"acceptEdits"}}`, ""},

@@ -75,6 +75,11 @@ type Spec struct {
 	Args       []string
 	// Env is the child's complete environment.
 	Env []string
+	// GuestEnv, for a sandboxed runtime, is the environment its provider sees inside the
+	// sandbox (Env is then the sandbox CLI's); nil host-native. An adapter that passes a
+	// value of the provider's own environment over its protocol (Copilot's model-provider
+	// key) reads it here.
+	GuestEnv []string
 	// Dir is the workspace the provider works in.
 	Dir string
 	// StateDir is the session's provider-state directory when the provider keeps its state

@@ -1,0 +1,379 @@
+package copilot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/provider"
+)
+
+// turnState is the Jam turn in flight: the session.send that began it and the sends that
+// steered into it.
+type turnState struct {
+	id          string
+	settle      *provider.Settlement
+	ctx         context.Context
+	interrupt   context.CancelFunc
+	interrupted bool
+	// ends receives session.idle and session.error.
+	ends chan end
+
+	mu sync.Mutex
+	// sent counts the prompts Jam sent in this turn; taken the user messages Copilot
+	// took from them (user.message events). An idle before every prompt was taken is not
+	// the turn's end: the rest run next.
+	sent, taken int
+	failure     string
+	usage       usageSum
+}
+
+// end is how Copilot said the agent stopped.
+type end struct {
+	idle   bool
+	reason string
+}
+
+// Errors of session.send while the runtime is alive.
+var errAbortGrace = fmt.Errorf("copilot did not end an aborted turn within %s", InterruptGrace)
+
+// ErrorGrace is how long after a session.error Jam waits for the session.idle that
+// normally follows before it ends the turn anyway.
+var ErrorGrace = 2 * time.Second
+
+// RunTurn sends the turn's messages (session.send) and maps the session's events until it
+// is idle. Cancelling ctx aborts the turn (session.abort); it then ends Cancelled.
+func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.TurnResult, error) {
+	r.mu.Lock()
+	switch {
+	case !r.prepared || r.tornDown:
+		r.mu.Unlock()
+		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrNotPrepared)
+	case r.turn != nil:
+		r.mu.Unlock()
+		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrTurnInProgress)
+	case !r.child.Alive():
+		r.mu.Unlock()
+		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrRuntimeExited)
+	}
+	turnCtx, interrupt := context.WithCancel(ctx)
+	defer interrupt()
+	ts := &turnState{id: turn.ID, ctx: turnCtx, interrupt: interrupt, ends: make(chan end, 8), sent: 1,
+		settle: provider.NewSettlement(turn.Messages, provider.SettlementOptions{DispositionCapable: true, ExplicitDisposition: true})}
+	r.turn = ts
+	c, session, wasBound := r.c, r.session, r.bound
+	r.stamper.BeginTurn(turn.ID, turn.Source())
+	r.mu.Unlock()
+	defer func() {
+		r.stamper.EndTurn()
+		r.mu.Lock()
+		r.turn = nil
+		r.mu.Unlock()
+	}()
+
+	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnStarted})
+	prompt := provider.RenderEnvelope(provider.Envelope{Style: provider.ExplicitDisposition, Messages: turn.Messages})
+	var (
+		outcome domain.TurnOutcome
+		turnErr error
+		sent    bool
+	)
+	err := c.call(turnCtx, "session.send", map[string]any{"sessionId": session, "prompt": prompt}, nil)
+	switch {
+	case err != nil && turnCtx.Err() != nil:
+		// Cancelled while the send was in flight: it may have been taken, so abort it.
+		sent = true
+		outcome, turnErr = r.abort(ts)
+	case err != nil && !r.alive():
+		outcome, turnErr = domain.TurnFailed, fmt.Errorf("%w: %w", provider.ErrRuntimeExited, err)
+	case err != nil:
+		outcome, turnErr = domain.TurnFailed, err
+	default:
+		sent = true
+		outcome, turnErr = r.await(ts)
+	}
+
+	ts.mu.Lock()
+	usage := ts.usage.event()
+	ts.mu.Unlock()
+	if usage != nil {
+		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentUsage, Usage: usage})
+	}
+	res := provider.CloseTurn(r.stamper, ts.settle, outcome, turnErr)
+	if sent && !wasBound {
+		// The session holds a message now, so Copilot keeps it: from now on it resumes.
+		r.mu.Lock()
+		r.bound = true
+		r.mu.Unlock()
+		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentProviderSessionBound, ProviderSessionID: session})
+		res.ProviderSessionID = session
+	}
+	return res, nil
+}
+
+func (r *Runtime) alive() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.child != nil && r.child.Alive()
+}
+
+// await waits for the turn's end: the session idle with every prompt taken, an error, the
+// process gone, or an interrupt.
+func (r *Runtime) await(ts *turnState) (domain.TurnOutcome, error) {
+	for {
+		select {
+		case e := <-ts.ends:
+			if e.idle {
+				ts.mu.Lock()
+				rest := ts.sent - ts.taken
+				failure := ts.failure
+				ts.mu.Unlock()
+				if rest > 0 {
+					continue // a steered prompt runs next, in this turn
+				}
+				if failure != "" {
+					return domain.TurnFailed, fmt.Errorf("copilot turn failed: %s", failure)
+				}
+				return domain.TurnComplete, nil
+			}
+			// An error normally comes before the idle that ends the run; wait briefly for it.
+			t := time.NewTimer(ErrorGrace)
+			select {
+			case <-ts.ends:
+			case <-t.C:
+			case <-ts.ctx.Done():
+			}
+			t.Stop()
+			if ts.settle.HasDispositions() {
+				// The agent already answered: a later failure does not discard the answer.
+				return domain.TurnComplete, nil
+			}
+			return domain.TurnFailed, fmt.Errorf("copilot turn failed: %s", e.reason)
+		case <-r.exited:
+			return domain.TurnFailed, fmt.Errorf("copilot turn: %w", provider.ErrRuntimeExited)
+		case <-ts.ctx.Done():
+			return r.abort(ts)
+		}
+	}
+}
+
+// abort asks Copilot to stop the running turn and waits for the session to go idle; a
+// server that does not stop within InterruptGrace is killed, so it cannot keep working on
+// (and writing into the session of) an abandoned turn.
+func (r *Runtime) abort(ts *turnState) (domain.TurnOutcome, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), InterruptGrace)
+	defer cancel()
+	if err := r.conn().call(ctx, "session.abort", map[string]any{"sessionId": r.sessionID()}, nil); err != nil {
+		r.log.Debug("session.abort failed", "error", err)
+	}
+	for {
+		select {
+		case e := <-ts.ends:
+			if e.idle {
+				return domain.TurnCancelled, nil
+			}
+		case <-r.exited:
+			return domain.TurnCancelled, nil
+		case <-ctx.Done():
+			r.log.Warn("copilot did not end an aborted turn; killing it", "error", errAbortGrace)
+			r.mu.Lock()
+			child := r.child
+			r.mu.Unlock()
+			child.Kill(provider.ChildShutdownGrace)
+			return domain.TurnCancelled, nil
+		}
+	}
+}
+
+// Steer sends messages into the running turn (session.send in immediate mode: Copilot takes
+// them into the agent's run at its next step); their settlement joins the turn's. Messages
+// already in the turn are skipped. Without a running turn it fails, and the caller carries
+// the messages over to the next turn.
+func (r *Runtime) Steer(ctx context.Context, msgs []provider.Message) error {
+	r.mu.Lock()
+	ts := r.turn
+	r.mu.Unlock()
+	if ts == nil || ts.ctx.Err() != nil {
+		return provider.ErrNoTurn
+	}
+	active := map[string]bool{}
+	for _, m := range ts.settle.Active() {
+		active[m.ID.String()] = true
+	}
+	var fresh []provider.Message
+	for _, m := range msgs {
+		if !active[m.ID.String()] {
+			fresh = append(fresh, m)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	// Active before the model can see them, so a disposition for one is never refused.
+	ts.settle.Activate(fresh...)
+	ts.mu.Lock()
+	ts.sent++
+	ts.mu.Unlock()
+	text := provider.RenderEnvelope(provider.Envelope{Style: provider.ExplicitDisposition, Messages: fresh, Steered: true})
+	err := r.conn().call(ctx, "session.send", map[string]any{"sessionId": r.sessionID(), "prompt": text, "mode": "immediate"}, nil)
+	if err != nil {
+		ts.mu.Lock()
+		ts.sent--
+		ts.mu.Unlock()
+		ts.settle.Deactivate(fresh...)
+		return fmt.Errorf("steer turn %s: %w: %w", ts.id, provider.ErrNoTurn, err)
+	}
+	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus, Text: fmt.Sprintf("%d message(s) steered into the turn", len(fresh))})
+	return nil
+}
+
+// Interrupt ends the running turn as Cancelled; it is a no-op between turns.
+func (r *Runtime) Interrupt(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.turn != nil {
+		r.turn.interrupted = true
+		r.turn.interrupt()
+	}
+	return nil
+}
+
+// usageSum adds up the per-request token counts Copilot reports during a turn.
+type usageSum struct {
+	seen                  bool
+	input, cached, output int64
+}
+
+func (u *usageSum) event() *provider.Usage {
+	if !u.seen {
+		return nil
+	}
+	// Input excludes what the provider served from its cache, as the reference counts it.
+	in, cached, out := u.input-u.cached, u.cached, u.output
+	if in < 0 {
+		in = u.input
+	}
+	total := u.input + u.output
+	return &provider.Usage{InputTokens: &in, CachedInputTokens: &cached, OutputTokens: &out, TotalTokens: &total}
+}
+
+// sessionEvent is the params of a session.event notification.
+type sessionEvent struct {
+	SessionID string `json:"sessionId"`
+	Event     struct {
+		Type string          `json:"type"`
+		Data json.RawMessage `json:"data"`
+	} `json:"event"`
+}
+
+// notification maps the server's session events for this runtime's session.
+func (r *Runtime) notification(method string, raw json.RawMessage) {
+	if method != "session.event" {
+		r.log.Debug("copilot notification ignored", "method", method)
+		return
+	}
+	ev, ok := decode[sessionEvent](r, method, raw)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	ts, session := r.turn, r.session
+	r.mu.Unlock()
+	if session != "" && ev.SessionID != "" && ev.SessionID != session {
+		return
+	}
+	typ, data := ev.Event.Type, ev.Event.Data
+	switch typ {
+	case "permission.requested":
+		go r.permission(ts, data)
+		return
+	case "external_tool.requested":
+		go r.externalTool(ts, data)
+		return
+	}
+	if ts == nil {
+		return // the history of a resumed session, events after a turn ended
+	}
+	switch typ {
+	case "user.message":
+		ts.mu.Lock()
+		ts.taken++
+		ts.mu.Unlock()
+	case "assistant.message_delta":
+		if d, ok := decode[struct {
+			DeltaContent string `json:"deltaContent"`
+		}](r, typ, data); ok && d.DeltaContent != "" {
+			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTextDelta, Text: d.DeltaContent})
+		}
+	case "assistant.message":
+		if d, ok := decode[struct {
+			Content string `json:"content"`
+		}](r, typ, data); ok && d.Content != "" {
+			ts.settle.SetFinal(d.Content)
+		}
+	case "assistant.reasoning":
+		if d, ok := decode[struct {
+			Content string `json:"content"`
+		}](r, typ, data); ok && d.Content != "" {
+			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentThought, Text: d.Content})
+		}
+	case "assistant.usage":
+		if d, ok := decode[struct {
+			InputTokens     int64 `json:"inputTokens"`
+			OutputTokens    int64 `json:"outputTokens"`
+			CacheReadTokens int64 `json:"cacheReadTokens"`
+		}](r, typ, data); ok {
+			ts.mu.Lock()
+			ts.usage.seen = true
+			ts.usage.input += d.InputTokens
+			ts.usage.output += d.OutputTokens
+			ts.usage.cached += d.CacheReadTokens
+			ts.mu.Unlock()
+		}
+	case "tool.execution_start", "tool.execution_complete":
+		if d, ok := decode[struct {
+			ToolCallID string `json:"toolCallId"`
+			ToolName   string `json:"toolName"`
+			Success    *bool  `json:"success"`
+		}](r, typ, data); ok {
+			kind, status := domain.AgentToolCall, "in_progress"
+			if typ == "tool.execution_complete" {
+				kind, status = domain.AgentToolResult, "completed"
+				if d.Success != nil && !*d.Success {
+					status = "failed"
+				}
+			}
+			r.stamper.Emit(provider.AgentEvent{Kind: kind, Tool: &provider.ToolCall{ID: domain.Truncate(d.ToolCallID, 200),
+				Title: domain.Truncate(d.ToolName, 500), Kind: "tool", Status: status}})
+		}
+	case "session.compaction_complete":
+		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentCompaction, Text: "the session was compacted"})
+	case "session.idle":
+		select {
+		case ts.ends <- end{idle: true}:
+		default:
+			r.log.Warn("copilot idle dropped: nobody waits for it")
+		}
+	case "session.error":
+		d, _ := decode[struct {
+			ErrorType string `json:"errorType"`
+			Message   string `json:"message"`
+		}](r, typ, data)
+		reason := domain.Truncate(d.Message, 1000)
+		if reason == "" {
+			reason = "copilot reported an error (" + domain.Truncate(d.ErrorType, 100) + ")"
+		}
+		ts.mu.Lock()
+		ts.failure = reason
+		ts.mu.Unlock()
+		select {
+		case ts.ends <- end{reason: reason}:
+		default:
+		}
+	default:
+		r.log.Debug("copilot event", "type", typ)
+	}
+}
