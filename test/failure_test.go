@@ -23,15 +23,15 @@ import (
 // template's idle_secs is the threshold its runtime is reaped at.
 func TestAFailedRuntimeHoldsVisiblyAndWakesOnlyOnAChange(t *testing.T) {
 	home := filepath.Join(t.TempDir(), "jam-home")
-	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(), "JAM_PROVIDER_READY_SECS=2"))
+	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(), "JAM_PROVIDER_READY_SECS=2", "JAM_WORKER_PROVIDERS=acp"))
 	c, ctx := d.client, context.Background()
 
-	// Copilot has no adapter on this node: refused at save, not discovered at the first
-	// message.
-	copilot := domain.TemplateConfig{Alias: "default", Transport: domain.TransportCopilotSDK}
-	err := c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "copilot", Kind: domain.AgentOwned, Template: &copilot}, nil)
+	// The only node runs ACP agents alone (JAM_WORKER_PROVIDERS): a Claude Code template
+	// is refused at save, not discovered at the first message.
+	claude := domain.TemplateConfig{Alias: "default", Transport: domain.TransportClaudeCodeCLI}
+	err := c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "claude", Kind: domain.AgentOwned, Template: &claude}, nil)
 	if !isStatus(err, http.StatusUnprocessableEntity) || !strings.Contains(err.Error(), "no live node has a runtime adapter") {
-		t.Fatalf("a copilot template on a node without its adapter: %v, want 422", err)
+		t.Fatalf("a claude template on a node without its adapter: %v, want 422", err)
 	}
 
 	// A provider that starts and never speaks ACP; each start leaves a line in a file.
