@@ -52,8 +52,8 @@ ci:
 ##          generation after 1% of the files changed vs the first; bench/checkpoint.json
 ##        - workspace export of a 10,000-file, 1 GiB workspace (durable) vs `cp -a` + sync (and
 ##          `cp -a --reflink=always` where supported), medians of alternating runs; bench/export.json
-##        - Codex and Claude Code (the real codex and claude, scripted model server) beside the
-##          ACP test agent: first wake, re-wake (resume) and live post -> reply, p50/p95 ms;
+##        - Codex, Claude Code and Copilot (the real codex, claude and copilot, scripted model
+##          server) beside the ACP test agent: first wake, re-wake (resume) and live post -> reply, p50/p95 ms;
 ##          bench/providers.json
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/store/

@@ -20,7 +20,7 @@ import (
 )
 
 // The provider benchmark of `make bench` (JAM_BENCH=1): host-native, through jam dev, the
-// real codex and claude against the scripted model server, beside the ACP test agent
+// real codex, claude and copilot against the scripted model server, beside the ACP test agent
 // measured the same way. Wake: a post to a dormant room (a new thread, or a reaped room
 // resuming its thread) -> the turn starts (Jam has sent the provider the turn); live: a
 // post to a live room -> its reply. It reports to bench/providers.json; it does not gate.
@@ -30,21 +30,24 @@ func TestProviderBenchmark(t *testing.T) {
 	}
 	realagent.Require(t, "codex")
 	realagent.Require(t, "claude")
+	realagent.Require(t, "copilot")
 	model, err := stubmodel.Start(stubmodel.ReplyTool)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = model.Close() })
 	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), ownedEnv(t, t.TempDir(), "JAM_OWNED_RUNTIME_IDLE_SECS=2",
-		"CODEX_HOME="+t.TempDir(), "STUB_MODEL_KEY=x", "ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY=x"))
+		"CODEX_HOME="+t.TempDir(), "STUB_MODEL_KEY=x", "ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY=x",
+		"COPILOT_HOME="+copilotHome(t)))
 	c, ctx := d.client, context.Background()
 	var acp api.AgentBody
 	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "acp", Kind: domain.AgentOwned}, &acp))
 	rep := map[string]providerBench{
 		"codex": benchAgent(t, c, codexAgent(t, c, "codex", codexTemplate(model, nil))),
 		// Reaped when idle (the catalog keeps Claude alive), so re-wake is measured.
-		"claude": benchAgent(t, c, codexAgent(t, c, "claude", claudeTemplate(domain.IdleAllow))),
-		"acp":    benchAgent(t, c, acp.ID),
+		"claude":  benchAgent(t, c, codexAgent(t, c, "claude", claudeTemplate(domain.IdleAllow))),
+		"copilot": benchAgent(t, c, codexAgent(t, c, "copilot", copilotTemplate(model))),
+		"acp":     benchAgent(t, c, acp.ID),
 	}
 	out := os.Getenv("JAM_BENCH_PROVIDERS_OUT")
 	if out == "" {
@@ -54,9 +57,9 @@ func TestProviderBenchmark(t *testing.T) {
 	if err := os.WriteFile(out, append(raw, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"codex", "claude", "acp"} {
+	for _, k := range []string{"codex", "claude", "copilot", "acp"} {
 		r := rep[k]
-		t.Logf("%-6s first wake p50 %.0f ms p95 %.0f ms | re-wake (resume) p50 %.0f ms p95 %.0f ms | live post->reply p50 %.0f ms p95 %.0f ms",
+		t.Logf("%-7s first wake p50 %.0f ms p95 %.0f ms | re-wake (resume) p50 %.0f ms p95 %.0f ms | live post->reply p50 %.0f ms p95 %.0f ms",
 			k, r.FirstWake.P50, r.FirstWake.P95, r.ReWake.P50, r.ReWake.P95, r.LiveReply.P50, r.LiveReply.P95)
 	}
 	t.Logf("report: %s", out)

@@ -9,6 +9,11 @@
 // disposition-capable; Copilot's own tool permissions go to the permission broker. The
 // model provider a template configures (base URL, wire API, key variable) is passed in the
 // session configuration, the only place the SDK server takes one.
+//
+// Unlike Codex, a Shared host's rooms each get a server of their own (Spec.SharedHost is not
+// used): a server's sessions share one process, so a session.abort that does not end in
+// time, a crash or an exhausted model provider in one room would take the host's other
+// rooms with it. The host's sandbox, workspace and checkpoints are still shared.
 package copilot
 
 import (
