@@ -27,7 +27,11 @@ type turnState struct {
 	// took from them (user.message events). An idle before every prompt was taken is not
 	// the turn's end: the rest run next.
 	sent, taken int
-	failure     string
+	// closed: the turn has ended (or is ending) for Jam; a steer now goes to the next turn.
+	closed bool
+	// idle: the last event was session.idle (the agent is not running).
+	idle    bool
+	failure string
 	usage       usageSum
 }
 
@@ -97,6 +101,7 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 	}
 
 	ts.mu.Lock()
+	ts.closed = true
 	usage := ts.usage.event()
 	ts.mu.Unlock()
 	if usage != nil {
@@ -130,6 +135,9 @@ func (r *Runtime) await(ts *turnState) (domain.TurnOutcome, error) {
 				ts.mu.Lock()
 				rest := ts.sent - ts.taken
 				failure := ts.failure
+				// Decided with the count under one lock: a steer either counted before this
+				// (and runs in this turn) or finds the turn closed.
+				ts.closed = rest <= 0
 				ts.mu.Unlock()
 				if rest > 0 {
 					continue // a steered prompt runs next, in this turn
@@ -212,17 +220,29 @@ func (r *Runtime) Steer(ctx context.Context, msgs []provider.Message) error {
 	if len(fresh) == 0 {
 		return nil
 	}
-	// Active before the model can see them, so a disposition for one is never refused.
-	ts.settle.Activate(fresh...)
 	ts.mu.Lock()
+	if ts.closed {
+		ts.mu.Unlock()
+		return provider.ErrNoTurn
+	}
 	ts.sent++
 	ts.mu.Unlock()
+	// Active before the model can see them, so a disposition for one is never refused.
+	ts.settle.Activate(fresh...)
 	text := provider.RenderEnvelope(provider.Envelope{Style: provider.ExplicitDisposition, Messages: fresh, Steered: true})
 	err := r.conn().call(ctx, "session.send", map[string]any{"sessionId": r.sessionID(), "prompt": text, "mode": "immediate"}, nil)
 	if err != nil {
 		ts.mu.Lock()
 		ts.sent--
+		// The turn may be waiting, idle, for this very prompt: let it look again.
+		recheck := ts.idle && ts.sent-ts.taken <= 0
 		ts.mu.Unlock()
+		if recheck {
+			select {
+			case ts.ends <- end{idle: true}:
+			default:
+			}
+		}
 		ts.settle.Deactivate(fresh...)
 		return fmt.Errorf("steer turn %s: %w: %w", ts.id, provider.ErrNoTurn, err)
 	}
@@ -297,6 +317,9 @@ func (r *Runtime) notification(method string, raw json.RawMessage) {
 	if ts == nil {
 		return // the history of a resumed session, events after a turn ended
 	}
+	ts.mu.Lock()
+	ts.idle = typ == "session.idle"
+	ts.mu.Unlock()
 	switch typ {
 	case "user.message":
 		ts.mu.Lock()
