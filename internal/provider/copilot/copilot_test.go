@@ -2,6 +2,7 @@ package copilot_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -277,4 +278,56 @@ func TestAShellCommandReachesThePermissionBroker(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "a denied command ran")
 	_, ok := replyOf(res.Plan, m.ID)
 	assert.True(t, ok, "the agent carried on after the denial: plan %+v", res.Plan)
+}
+
+// A Shared host runs ONE server for its member rooms: each room has its own session, the
+// model's tool calls reach the room whose session made them, and the process lives until
+// the last room leaves.
+func TestTheRoomsOfASharedHostShareOneServer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, stubmodel.ReplyTool)
+	host := uuid.New()
+	start := func() (provider.Runtime, provider.Prepared) {
+		spec := f.spec("", &recorder{})
+		spec.SharedHost = host
+		rt, err := copilot.New(spec)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		p, err := rt.Prepare(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = rt.Teardown(context.Background(), domain.CheckpointBeforeStop) })
+		return rt, p
+	}
+	a, pa := start()
+	b, pb := start()
+	assert.Equal(t, pa.PID, pb.PID, "one process for the host")
+
+	var wg sync.WaitGroup
+	results := make([]provider.TurnResult, 2)
+	msgs := []provider.Message{human("for room a"), human("for room b")}
+	for i, rt := range []provider.Runtime{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); results[i] = run(t, rt, msgs[i]) }()
+	}
+	wg.Wait()
+	for i, res := range results {
+		require.Equal(t, domain.TurnComplete, res.Outcome, "%v", res.Err)
+		s, ok := replyOf(res.Plan, msgs[i].ID)
+		assert.True(t, ok && s.Text == "stub: "+msgs[i].Text && !s.Fallback, "room %d: %+v", i, res.Plan)
+		assert.Len(t, res.Plan.Settles, 1, "room %d settled another room's message", i)
+	}
+	assert.NotEqual(t, results[0].ProviderSessionID, results[1].ProviderSessionID, "a session per room")
+
+	require.NoError(t, a.Teardown(context.Background(), domain.CheckpointBeforeStop))
+	assert.True(t, b.Liveness().ProcessAlive, "the other room's server went with the first")
+	res := run(t, b, human("still here"))
+	assert.Equal(t, domain.TurnComplete, res.Outcome, "%v", res.Err)
+	require.NoError(t, b.Teardown(context.Background(), domain.CheckpointBeforeStop))
+	wait.Eventually(t, 10*time.Second, func() error {
+		if n, err := provider.ProcessGroupMembers(pa.PID); err != nil || n != 0 {
+			return fmt.Errorf("%d members (%v)", n, err)
+		}
+		return nil
+	}, "the server to end with the host's last room")
 }

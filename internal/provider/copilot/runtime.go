@@ -1,6 +1,7 @@
 // Package copilot is the provider.Runtime of the GitHub Copilot CLI's SDK server
-// (`copilot --headless --stdio`): one server child per runtime session, spoken to in
-// JSON-RPC 2.0 with Content-Length framing. A session is created (session.create) or
+// (`copilot --headless --stdio`): one server child per runtime session (one per Shared
+// host, its member rooms' sessions routed by session id), spoken to in JSON-RPC 2.0 with
+// Content-Length framing. A session is created (session.create) or
 // resumed exactly (session.resume of the bound session, never a silent fresh one); each
 // Jam turn is a session.send, messages arriving mid-turn are further sends in the
 // protocol's immediate mode, an interrupt is session.abort, and session.idle or
@@ -9,11 +10,6 @@
 // disposition-capable; Copilot's own tool permissions go to the permission broker. The
 // model provider a template configures (base URL, wire API, key variable) is passed in the
 // session configuration, the only place the SDK server takes one.
-//
-// Unlike Codex, a Shared host's rooms each get a server of their own (Spec.SharedHost is not
-// used): a server's sessions share one process, so a session.abort that does not end in
-// time, a crash or an exhausted model provider in one room would take the host's other
-// rooms with it. The host's sandbox, workspace and checkpoints are still shared.
 package copilot
 
 import (
@@ -62,8 +58,7 @@ type Runtime struct {
 	// across a protocol call.
 	prepMu     sync.Mutex
 	mu         sync.Mutex
-	child      *provider.Child
-	c          *conn
+	srv        *server
 	session    string
 	bound      bool // Jam has been told the session (it resumed, or a turn was sent on it)
 	version    string
@@ -137,10 +132,11 @@ func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
 
 	if err := r.start(ctx); err != nil {
 		r.mu.Lock()
-		child := r.child
+		srv := r.srv
+		r.srv = nil
 		r.mu.Unlock()
-		if child != nil {
-			child.Kill(provider.ChildShutdownGrace)
+		if srv != nil {
+			srv.release(r)
 		}
 		if tail := r.stderr.String(); tail != "" {
 			r.log.Warn("copilot failed to prepare", "stderr_tail", tail)
@@ -165,8 +161,8 @@ func (r *Runtime) preparedLocked() provider.Prepared {
 	if r.bound {
 		p.ProviderSessionID = r.session
 	}
-	if r.child != nil {
-		p.PID = r.child.PID()
+	if r.srv != nil {
+		p.PID = r.srv.child.PID()
 	}
 	return p
 }
@@ -177,38 +173,15 @@ func (r *Runtime) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	spawner := r.spec.Spawner
-	if spawner == nil {
-		spawner = provider.DefaultSpawner
-	}
-	child, err := spawner.Spawn(ctx, provider.Command{Path: r.spec.Executable, Args: r.spec.Args, Env: r.spec.Env,
-		Dir: r.spec.Dir, Stderr: r.stderr})
+	srv, err := r.attach(ctx)
 	if err != nil {
-		return fmt.Errorf("spawn copilot: %w", err)
-	}
-	c := newConn(child.Stdin, r.log)
-	c.onNotify = r.notification
-	r.mu.Lock()
-	r.child, r.c = child, c
-	r.mu.Unlock()
-	child.OnExit(r.childExited)
-	go c.serve(child.Stdout)
-
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentRuntimeIdentity, Text: identity})
-	var hello struct {
-		ProtocolVersion int    `json:"protocolVersion"`
-		Version         string `json:"version"`
-	}
-	if err := c.call(ctx, "connect", map[string]any{}, &hello); err != nil {
 		return err
 	}
-	if hello.ProtocolVersion != ProtocolVersion {
-		return fmt.Errorf("%w: copilot %s speaks SDK protocol %d, Jam speaks %d; install a Copilot CLI that speaks %d",
-			ErrProtocolVersion, domain.Truncate(hello.Version, 100), hello.ProtocolVersion, ProtocolVersion, ProtocolVersion)
-	}
 	r.mu.Lock()
-	r.version = domain.Truncate(hello.Version, 100)
+	r.srv, r.version = srv, srv.version
 	r.mu.Unlock()
+	c := srv.c
+	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentRuntimeIdentity, Text: identity})
 
 	var res struct {
 		SessionID string `json:"sessionId"`
@@ -237,6 +210,7 @@ func (r *Runtime) start(ctx context.Context) error {
 	r.mu.Lock()
 	r.session, r.bound = res.SessionID, resumed
 	r.mu.Unlock()
+	srv.register(res.SessionID, r)
 	if resumed {
 		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentProviderSessionBound, ProviderSessionID: res.SessionID})
 	}
@@ -266,34 +240,33 @@ func (r *Runtime) Teardown(_ context.Context, reason domain.CheckpointReason) er
 		r.turn.interrupted = true
 		r.turn.interrupt()
 	}
-	child := r.child
+	srv := r.srv
 	r.mu.Unlock()
 	r.log.Info("copilot runtime teardown", "reason", reason)
-	if child != nil {
-		child.Kill(provider.ChildShutdownGrace)
+	if srv != nil {
+		// The last runtime out reaps the process group.
+		srv.release(r)
 	}
+	// Detached, this runtime's server is gone for it, whether or not others still use it.
 	r.closeOnce.Do(func() { close(r.exited) })
 	return nil
 }
-
-// childExited runs once the process is gone.
-func (r *Runtime) childExited() { r.closeOnce.Do(func() { close(r.exited) }) }
 
 // Liveness reports the child and its transport.
 func (r *Runtime) Liveness() provider.Liveness {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.child == nil {
+	if r.srv == nil {
 		return provider.Liveness{}
 	}
 	open := false
 	select {
-	case <-r.c.Done():
+	case <-r.srv.c.Done():
 	default:
 		open = true
 	}
-	alive := r.child.Alive()
-	return provider.Liveness{PID: r.child.PID(), ProcessAlive: alive, TransportOpen: alive && open}
+	alive := r.srv.child.Alive()
+	return provider.Liveness{PID: r.srv.child.PID(), ProcessAlive: alive, TransportOpen: alive && open}
 }
 
 // Exited is closed when the child exits.
@@ -331,7 +304,7 @@ func (r *Runtime) StageDisposition(d provider.Disposition) error {
 func (r *Runtime) conn() *conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.c
+	return r.srv.c
 }
 
 // sessionID is the session the runtime works on.

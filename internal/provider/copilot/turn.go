@@ -32,7 +32,7 @@ type turnState struct {
 	// idle: the last event was session.idle (the agent is not running).
 	idle    bool
 	failure string
-	usage       usageSum
+	usage   usageSum
 }
 
 // end is how Copilot said the agent stopped.
@@ -59,7 +59,7 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 	case r.turn != nil:
 		r.mu.Unlock()
 		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrTurnInProgress)
-	case !r.child.Alive():
+	case !r.srv.child.Alive():
 		r.mu.Unlock()
 		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrRuntimeExited)
 	}
@@ -68,7 +68,7 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 	ts := &turnState{id: turn.ID, ctx: turnCtx, interrupt: interrupt, ends: make(chan end, 8), sent: 1,
 		settle: provider.NewSettlement(turn.Messages, provider.SettlementOptions{DispositionCapable: true, ExplicitDisposition: true})}
 	r.turn = ts
-	c, session, wasBound := r.c, r.session, r.bound
+	c, session, wasBound := r.srv.c, r.session, r.bound
 	r.stamper.BeginTurn(turn.ID, turn.Source())
 	r.mu.Unlock()
 	defer func() {
@@ -122,7 +122,7 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 func (r *Runtime) alive() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.child != nil && r.child.Alive()
+	return r.srv != nil && r.srv.child.Alive()
 }
 
 // await waits for the turn's end: the session idle with every prompt taken, an error, the
@@ -188,9 +188,12 @@ func (r *Runtime) abort(ts *turnState) (domain.TurnOutcome, error) {
 		case <-ctx.Done():
 			r.log.Warn("copilot did not end an aborted turn; killing it", "error", errAbortGrace)
 			r.mu.Lock()
-			child := r.child
+			srv := r.srv
 			r.mu.Unlock()
-			child.Kill(provider.ChildShutdownGrace)
+			// On a Shared host the host's other rooms lose their runtime too, and wake
+			// again on their next message: a server still running an abandoned turn would
+			// keep writing into this room's session.
+			srv.child.Kill(provider.ChildShutdownGrace)
 			return domain.TurnCancelled, nil
 		}
 	}
@@ -289,22 +292,15 @@ type sessionEvent struct {
 	} `json:"event"`
 }
 
-// notification maps the server's session events for this runtime's session.
-func (r *Runtime) notification(method string, raw json.RawMessage) {
-	if method != "session.event" {
-		r.log.Debug("copilot notification ignored", "method", method)
-		return
-	}
-	ev, ok := decode[sessionEvent](r, method, raw)
+// notification maps a session event of this runtime's session (the server routed it).
+func (r *Runtime) notification(raw json.RawMessage) {
+	ev, ok := decode[sessionEvent](r, "session.event", raw)
 	if !ok {
 		return
 	}
 	r.mu.Lock()
-	ts, session := r.turn, r.session
+	ts := r.turn
 	r.mu.Unlock()
-	if session != "" && ev.SessionID != "" && ev.SessionID != session {
-		return
-	}
 	typ, data := ev.Event.Type, ev.Event.Data
 	switch typ {
 	case "permission.requested":
