@@ -17,10 +17,14 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
+	"google.golang.org/grpc"
 
 	"github.com/jam-dev/jam/internal/band"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/lifecycle"
 	"github.com/jam-dev/jam/internal/store"
@@ -48,6 +52,7 @@ func newHarnessOn(t testing.TB, st *store.Store) *harness {
 	t.Helper()
 	tc := &mocks.Client{}
 	tc.On("CheckHealth", mock.Anything, mock.Anything).Return(&client.CheckHealthResponse{}, nil).Maybe()
+	tc.On("OperatorService").Return(operatorWith(contract.SearchAttributeNames()...)).Maybe()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rec := &lifecycle.Recorder{}
 	b := band.NewLocal(st, rec, log)
@@ -252,13 +257,14 @@ func TestReadyzNeedsTheStoreAndTemporal(t *testing.T) {
 	down := newHarness(t)
 	down.temporal.ExpectedCalls = nil
 	down.temporal.On("CheckHealth", mock.Anything, mock.Anything).Return(nil, errors.New("connection refused"))
+	down.temporal.On("OperatorService").Return(fakeOperator{err: errors.New("connection refused")})
 	r = down.do(http.MethodGet, "/readyz", "", nil)
 	var body HealthBody
 	if err := json.Unmarshal(r.body, &body); err != nil {
 		t.Fatal(err)
 	}
 	if r.status != http.StatusServiceUnavailable || body.Code != domain.CodeNotReady || body.Checks["temporal"] != "unreachable" ||
-		body.Checks["store"] != "ok" || strings.Contains(string(r.body), "refused") {
+		body.Checks["store"] != "ok" || body.Checks["search_attributes"] != "unreachable" || strings.Contains(string(r.body), "refused") {
 		t.Fatalf("status %d: %s", r.status, r.body)
 	}
 
@@ -267,6 +273,45 @@ func TestReadyzNeedsTheStoreAndTemporal(t *testing.T) {
 	if r := closed.do(http.MethodGet, "/readyz", "", nil); r.status != http.StatusServiceUnavailable {
 		t.Fatalf("closed store: status %d: %s", r.status, r.body)
 	}
+
+	// A namespace without Jam's search attributes: not ready, and the answer says which
+	// are missing and how to create them.
+	bare := newHarness(t)
+	bare.temporal.ExpectedCalls = nil
+	bare.temporal.On("CheckHealth", mock.Anything, mock.Anything).Return(&client.CheckHealthResponse{}, nil)
+	bare.temporal.On("OperatorService").Return(operatorWith("JamAgent"))
+	r = bare.do(http.MethodGet, "/readyz", "", nil)
+	body = HealthBody{}
+	if err := json.Unmarshal(r.body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if r.status != http.StatusServiceUnavailable || body.Checks["search_attributes"] != "missing" ||
+		!strings.Contains(body.Message, "jam migrate temporal") || !strings.Contains(body.Message, "JamRoom") ||
+		strings.Contains(body.Message, "JamAgent,") {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+}
+
+// fakeOperator answers ListSearchAttributes with the given keyword attributes.
+type fakeOperator struct {
+	operatorservice.OperatorServiceClient
+	names []string
+	err   error
+}
+
+func operatorWith(names ...string) operatorservice.OperatorServiceClient {
+	return fakeOperator{names: names}
+}
+
+func (f fakeOperator) ListSearchAttributes(context.Context, *operatorservice.ListSearchAttributesRequest, ...grpc.CallOption) (*operatorservice.ListSearchAttributesResponse, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	attrs := map[string]enumspb.IndexedValueType{}
+	for _, n := range f.names {
+		attrs[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+	}
+	return &operatorservice.ListSearchAttributesResponse{CustomAttributes: attrs}, nil
 }
 
 func TestNodesShowHeartbeatAgeAndStaleness(t *testing.T) {

@@ -2,11 +2,13 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"go.temporal.io/sdk/client"
 )
@@ -48,7 +50,8 @@ func (s *Server) healthz(c *gin.Context) error {
 	return nil
 }
 
-// readyz reports ready only when the store and Temporal both answer.
+// readyz reports ready only when the store and Temporal both answer and the namespace has
+// Jam's search attributes (every workflow start sets them).
 func (s *Server) readyz(c *gin.Context) error {
 	checks := map[string]func(context.Context) error{
 		"store": s.cfg.Store.Ping,
@@ -56,8 +59,10 @@ func (s *Server) readyz(c *gin.Context) error {
 			_, err := s.cfg.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
 			return err
 		},
+		"search_attributes": s.searchAttributesReady,
 	}
 	results := make(map[string]string, len(checks))
+	var detail string
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for name, check := range checks {
@@ -67,7 +72,13 @@ func (s *Server) readyz(c *gin.Context) error {
 			ctx, cancel := context.WithTimeout(c.Request.Context(), readinessTimeout)
 			defer cancel()
 			status := "ok"
-			if err := check(ctx); err != nil {
+			var missing *contract.ErrSearchAttributesMissing
+			if err := check(ctx); errors.As(err, &missing) {
+				status = "missing"
+				mu.Lock()
+				detail = missing.Error()
+				mu.Unlock()
+			} else if err != nil {
 				status = "unreachable"
 				s.log.Warn("readiness check failed", "check", name, "request_id", requestID(c), "error", err)
 			}
@@ -77,15 +88,32 @@ func (s *Server) readyz(c *gin.Context) error {
 		}()
 	}
 	wg.Wait()
-	for _, name := range []string{"store", "temporal"} {
+	for _, name := range []string{"store", "temporal", "search_attributes"} {
 		if results[name] != "ok" {
+			msg := name + " is unreachable"
+			if results[name] == "missing" {
+				msg = detail // which attributes, and the commands that create them
+			}
 			c.JSON(http.StatusServiceUnavailable, HealthBody{
 				Status: "not_ready", Version: s.cfg.Version, Checks: results,
-				Code: domain.CodeNotReady, Message: name + " is unreachable",
+				Code: domain.CodeNotReady, Message: msg,
 			})
 			return nil
 		}
 	}
 	c.JSON(http.StatusOK, HealthBody{Status: "ready", Version: s.cfg.Version, Checks: results})
+	return nil
+}
+
+// searchAttributesReady checks the namespace has Jam's search attributes; once it has, the
+// answer is kept (an operator does not delete them from under a running cluster).
+func (s *Server) searchAttributesReady(ctx context.Context) error {
+	if s.searchAttrsOK.Load() {
+		return nil
+	}
+	if err := contract.EnsureSearchAttributes(ctx, s.cfg.Temporal, s.cfg.Namespace, false); err != nil {
+		return err
+	}
+	s.searchAttrsOK.Store(true)
 	return nil
 }

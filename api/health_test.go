@@ -37,6 +37,7 @@ func TestHeadHealthzAndReadyzAnswerLikeGetWithoutABody(t *testing.T) {
 	down := newHarness(t)
 	down.temporal.ExpectedCalls = nil
 	down.temporal.On("CheckHealth", mock.Anything, mock.Anything).Return(nil, errors.New("connection refused"))
+	down.temporal.On("OperatorService").Return(fakeOperator{err: errors.New("connection refused")})
 	if r := down.do(http.MethodHead, "/readyz", "", nil); r.status != http.StatusServiceUnavailable || len(r.body) != 0 {
 		t.Fatalf("HEAD /readyz with Temporal down: %d %q", r.status, r.body)
 	}

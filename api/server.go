@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/sdk/client"
@@ -46,6 +47,8 @@ type Server struct {
 	engine *gin.Engine
 	// watch, when set (WatchOperations), is the lifetime of the operation watchers.
 	watch context.Context
+	// searchAttrsOK: the namespace was seen with Jam's search attributes.
+	searchAttrsOK atomic.Bool
 }
 
 func init() { gin.SetMode(gin.ReleaseMode) }

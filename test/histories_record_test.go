@@ -216,6 +216,9 @@ func writeHistories(t *testing.T, c sdkclient.Client, dir, name, workflowID stri
 	var runs []*historypb.History
 	for runID := ""; ; {
 		h := history(t, c, workflowID, runID)
+		if runID == "" {
+			h = settled(t, c, workflowID)
+		}
 		runs = append([]*historypb.History{h}, runs...)
 		runID = h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
 		if runID == "" {
@@ -236,6 +239,29 @@ func writeHistories(t *testing.T, c sdkclient.Client, dir, name, workflowID stri
 		}
 		t.Logf("recorded %s (%d events)", file, len(h.Events))
 	}
+}
+
+// settled reads the latest run once it completed a workflow task and none is in flight: a
+// run that just continued as new may not have run its first task yet (the server may delay
+// it), and a history cut there does not replay.
+func settled(t *testing.T, c sdkclient.Client, workflowID string) *historypb.History {
+	t.Helper()
+	var h *historypb.History
+	wait.Eventually(t, 30*time.Second, func() bool {
+		h = history(t, c, workflowID, "")
+		switch h.Events[len(h.Events)-1].GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			return false
+		}
+		// A run that continued as new quickly starts after a backoff, with no task yet.
+		for _, e := range h.Events {
+			if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+				return true
+			}
+		}
+		return false
+	}, "workflow %s to finish its workflow task", workflowID)
+	return h
 }
 
 // history reads one run's events (runID "" is the latest run).

@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -21,7 +22,8 @@ import (
 // against Postgres and an external Temporal.
 func TestServerAndWorkerRunAgainstPostgresAndExternalTemporal(t *testing.T) {
 	dbURL := testdb.PostgresURL(t)
-	ts := temporaltest.Start(t)
+	// A cluster nobody ran `jam migrate temporal` against.
+	ts := temporaltest.StartBare(t)
 	ctx := context.Background()
 	const token = "prod-test-token"
 	listen, err := devserver.FreeAddress("127.0.0.1")
@@ -51,6 +53,30 @@ func TestServerAndWorkerRunAgainstPostgresAndExternalTemporal(t *testing.T) {
 
 	server := startJam(t, append(base, "JAM_HOME="+t.TempDir(), "JAM_API_TOKEN="+token), "server", "--listen", listen)
 	apiURL := "http://" + listen
+
+	// Without Jam's search attributes the server is not ready and the worker refuses to
+	// start, both saying how to create them; `jam migrate temporal` does.
+	waitHTTP(t, apiURL+"/readyz", http.StatusServiceUnavailable, 30*time.Second)
+	resp, err := http.Get(apiURL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready api.HealthBody
+	_ = json.NewDecoder(resp.Body).Decode(&ready)
+	_ = resp.Body.Close()
+	if ready.Checks["search_attributes"] != "missing" || !strings.Contains(ready.Message, "jam migrate temporal") {
+		t.Fatalf("readyz on a bare namespace: %+v", ready)
+	}
+	if _, err := runJam(t, append(base, "JAM_HOME="+t.TempDir()), "worker", "--node", "w0"); err == nil ||
+		!strings.Contains(err.Error(), "jam migrate temporal") || !strings.Contains(err.Error(), "temporal operator search-attribute create") {
+		t.Fatalf("worker on a bare namespace: %v", err)
+	}
+	if out, err := runJam(t, base, "migrate", "temporal"); err != nil || !strings.Contains(out, "JamRoom") {
+		t.Fatalf("migrate temporal: %v\n%s", err, out)
+	}
+	if out, err := runJam(t, base, "migrate", "temporal"); err != nil {
+		t.Fatalf("migrate temporal again: %v\n%s", err, out)
+	}
 	waitHTTP(t, apiURL+"/readyz", http.StatusOK, 30*time.Second)
 
 	workerHome := filepath.Join(t.TempDir(), "node-w1")

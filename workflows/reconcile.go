@@ -105,6 +105,18 @@ func Reconcile(ctx workflow.Context) (ReconcileReport, error) {
 	return rep, nil
 }
 
+// reconcileAction starts a Reconcile run tagged JamKind=Reconcile, so its runs are found
+// (or filtered out) by kind.
+func reconcileAction() *client.ScheduleWorkflowAction {
+	return &client.ScheduleWorkflowAction{
+		ID:                    ReconcileScheduleID,
+		Workflow:              Reconcile,
+		TaskQueue:             contract.TaskQueue,
+		TypedSearchAttributes: contract.Tags{}.Attributes(contract.TypeReconcile),
+		StaticSummary:         "Reconcile: re-pokes sessions with backlog and marks stale nodes",
+	}
+}
+
 // EnsureReconcileSchedule creates the Reconcile schedule, running every interval (0 is
 // ReconcileInterval), unless it exists; an existing one with another interval is moved to
 // this one. Every process that runs workflows calls it at start.
@@ -117,11 +129,7 @@ func EnsureReconcileSchedule(ctx context.Context, c client.Client, interval time
 		ID:      ReconcileScheduleID,
 		Spec:    spec,
 		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-		Action: &client.ScheduleWorkflowAction{
-			ID:        ReconcileScheduleID,
-			Workflow:  Reconcile,
-			TaskQueue: contract.TaskQueue,
-		},
+		Action:  reconcileAction(),
 	})
 	var exists *serviceerror.AlreadyExists
 	switch {
@@ -133,10 +141,13 @@ func EnsureReconcileSchedule(ctx context.Context, c client.Client, interval time
 	h := c.ScheduleClient().GetHandle(ctx, ReconcileScheduleID)
 	err = h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 		cur := in.Description.Schedule.Spec
-		if cur != nil && len(cur.Intervals) == 1 && cur.Intervals[0].Every == interval {
+		act, _ := in.Description.Schedule.Action.(*client.ScheduleWorkflowAction)
+		tagged := act != nil && act.StaticSummary != ""
+		if cur != nil && len(cur.Intervals) == 1 && cur.Intervals[0].Every == interval && tagged {
 			return nil, temporal.ErrSkipScheduleUpdate
 		}
-		in.Description.Schedule.Spec = &spec
+		// A schedule made before its runs were tagged gets the tagged action too.
+		in.Description.Schedule.Spec, in.Description.Schedule.Action = &spec, reconcileAction()
 		return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
 	}})
 	if err != nil {

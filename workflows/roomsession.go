@@ -49,7 +49,9 @@ type roomSession struct {
 	exits   []contract.RuntimeExitedSignal
 	retries []contract.RetrySignal
 	// runTurns counts this run's turns, for continue-as-new.
-	runTurns               int64
+	runTurns int64
+	// turnStarted is when the running turn began (for the Web UI's details).
+	turnStarted            time.Time
 	inbound, exited, retry workflow.ReceiveChannel
 	sess                   *activities.Sessions
 	hosts                  *activities.Hosts
@@ -75,6 +77,7 @@ func RoomSession(ctx workflow.Context, in contract.RoomSessionInput) error {
 	if err := r.register(ctx); err != nil {
 		return err
 	}
+	publishStage(ctx, contract.TypeRoomSession, in.SearchTags(), func() string { return string(r.s.Phase) }, r.details)
 	for {
 		if len(r.actions) > 0 {
 			a := r.actions[0]
@@ -500,7 +503,7 @@ func (r *roomSession) turn(ctx workflow.Context) {
 	}
 	r.s.Turns++
 	r.runTurns++
-	r.s.InTurn = true
+	r.s.InTurn, r.turnStarted = true, workflow.Now(ctx)
 	var out activities.RunTurnResult
 	fut := workflow.ExecuteActivity(actx, r.rt.RunTurn, activities.RunTurnInput{RuntimeSession: r.in.RuntimeSession,
 		Generation: r.s.Generation, TurnID: fmt.Sprintf("g%d-t%d", r.s.Generation, r.s.Turns)})
@@ -662,4 +665,36 @@ func errorText(err error) string {
 		return domain.Truncate(app.Error(), 500)
 	}
 	return domain.Truncate(err.Error(), 500)
+}
+
+// details is what the Web UI shows the session doing now.
+func (r *roomSession) details() string {
+	var d string
+	switch r.s.Phase {
+	case domain.PhaseLive:
+		d = fmt.Sprintf("live on node %s, generation %d", r.s.Node, r.s.Generation)
+		if r.s.InTurn {
+			d += fmt.Sprintf(" · turn %d running since %s", r.s.Turns, r.turnStarted.UTC().Format("15:04:05 UTC"))
+		} else if !r.s.LastActivity.IsZero() {
+			d += fmt.Sprintf(" · %d turns · idle since %s", r.s.Turns, r.s.LastActivity.UTC().Format("15:04:05 UTC"))
+		}
+	case domain.PhaseStarting:
+		d = "starting a runtime on node " + r.s.Node
+	case domain.PhaseFailed:
+		d = "failed to start"
+		if r.s.Failure != nil {
+			d += fmt.Sprintf(" (%s): %s", r.s.Failure.Class, r.s.Failure.Reason)
+		}
+	case domain.PhaseRetired:
+		d = "removed from its room; a re-add revives it"
+	default:
+		d = fmt.Sprintf("%s · %d turns", r.s.Phase, r.s.Turns)
+		if r.s.Held {
+			d += " · held by an operator's stop until restart"
+		}
+	}
+	if r.s.LastError != "" && r.s.Phase != domain.PhaseFailed {
+		d += " · last error: " + r.s.LastError
+	}
+	return domain.Truncate(d, 1000)
 }

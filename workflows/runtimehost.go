@@ -55,6 +55,7 @@ func RuntimeHost(ctx workflow.Context, in contract.RuntimeHostInput) error {
 	if err := r.register(ctx); err != nil {
 		return err
 	}
+	publishStage(ctx, contract.TypeRuntimeHost, in.SearchTags(), func() string { return string(r.stage()) }, r.details)
 	// The host record is read once per workflow and carried through continue-as-new: a run
 	// must not lose its leases because the record is gone (agent deleted) or the store is
 	// briefly unreachable, so the read retries until it answers.
@@ -548,4 +549,37 @@ func (r *runtimeHost) quiesce(ctx workflow.Context) error {
 func (r *runtimeHost) resume(_ workflow.Context) error {
 	r.s.Quiesced = false
 	return nil
+}
+
+// stage is where the host is now, for the Web UI and JamStage.
+func (r *runtimeHost) stage() domain.WorkflowStage {
+	switch {
+	case !r.loaded:
+		return domain.StageLoading
+	case r.controlling:
+		return domain.StageControlling
+	case r.s.Quiesced:
+		return domain.StageCheckpointing
+	case r.busy:
+		return domain.StageSandboxBusy
+	case r.s.ParkFailed:
+		return domain.StageParkFailed
+	case len(r.s.Leases) > 0 && r.s.Ready:
+		return domain.StageServing
+	case len(r.s.Leases) > 0:
+		return domain.StagePreparing
+	}
+	return domain.StageParked
+}
+
+// details is what the Web UI shows the host doing now.
+func (r *runtimeHost) details() string {
+	d := fmt.Sprintf("%s · %d member(s), %d turn(s) running · %d checkpoint(s)", r.stage(), len(r.s.Leases), len(r.s.Permits), r.s.Checkpoints)
+	if r.host.SandboxName != "" {
+		d += fmt.Sprintf(" · sandbox %s on node %s", r.host.SandboxName, r.host.Node)
+	}
+	if r.s.LastError != "" {
+		d += " · last error: " + r.s.LastError
+	}
+	return domain.Truncate(d, 1000)
 }

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/contract"
+	"github.com/jam-dev/jam/internal/domain"
 )
 
 // templateApplyMemberTimeout bounds one room's apply: it waits for a running turn to end,
@@ -21,6 +23,13 @@ const templateApplyMemberTimeout = 2 * time.Hour
 // once through its RuntimeHost reset with the replacement, preserving every member. A
 // generation a newer save superseded does nothing and can never become effective.
 func TemplateApply(ctx workflow.Context, in contract.TemplateApplyInput) (contract.TemplateApplyResult, error) {
+	stage := domain.StagePlanning
+	flush := publishStage(ctx, contract.TypeTemplateApply, in.SearchTags(), func() string { return string(stage) },
+		func() string { return fmt.Sprintf("template %s generation %d: %s", in.Template, in.Generation, stage) })
+	defer func() {
+		stage = domain.StageDone
+		flush(ctx)
+	}()
 	var sess *activities.Sessions
 	var h *activities.Hosts
 	out := contract.TemplateApplyResult{Sessions: []contract.TemplateApplyOne{}, Hosts: []contract.TemplateApplyOne{}}
@@ -36,6 +45,7 @@ func TemplateApply(ctx workflow.Context, in contract.TemplateApplyInput) (contra
 		out.Superseded = true
 		return out, nil
 	}
+	stage = domain.StageApplying
 	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: templateApplyMemberTimeout, HeartbeatTimeout: runtimeHeartbeat,
 		RetryPolicy: contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second}),

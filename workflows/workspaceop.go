@@ -28,6 +28,10 @@ func WorkspaceOp(ctx workflow.Context, in contract.WorkspaceOpInput) (contract.W
 		return contract.WorkspaceOpResult{}, contract.Fail(
 			"confirm_permanent must be true: a deleted export cannot be restored", domain.ErrTypeValidation, nil)
 	}
+	stage := domain.StageBeginning
+	flush := publishStage(ctx, contract.TypeWorkspaceOp, in.SearchTags(), func() string { return string(stage) },
+		func() string { return fmt.Sprintf("%s of workspace %s: %s", in.Action, in.Workspace, stage) })
+	defer flush(ctx)
 	var rec *activities.WorkspaceRecords
 	jam := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
@@ -40,9 +44,10 @@ func WorkspaceOp(ctx workflow.Context, in contract.WorkspaceOpInput) (contract.W
 	}
 	out := contract.WorkspaceOpResult{Operation: begin.Op, Resumed: begin.Resumed}
 	if begin.Done {
+		stage = domain.StageDone
 		return out, nil
 	}
-	r := workspaceRun{ctx: ctx, jam: jam, begin: begin, out: &out,
+	r := workspaceRun{ctx: ctx, jam: jam, begin: begin, out: &out, stage: &stage,
 		node: workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue: contract.NodeTaskQueue(begin.Host.Node), StartToCloseTimeout: workspaceByteTimeout, HeartbeatTimeout: runtimeHeartbeat,
 			RetryPolicy: contract.Retry(temporal.RetryPolicy{MaximumInterval: 30 * time.Second}),
@@ -64,9 +69,10 @@ func WorkspaceOp(ctx workflow.Context, in contract.WorkspaceOpInput) (contract.W
 		err = contract.Fail(fmt.Sprintf("operation %s has no runnable intent", begin.Op.ID), domain.ErrTypeValidation, nil)
 	}
 	if err != nil {
-		return out, r.failed(err)
+		err = r.failed(err)
 	}
-	return out, nil
+	stage = domain.StageDone
+	return out, err
 }
 
 type workspaceRun struct {
@@ -75,6 +81,8 @@ type workspaceRun struct {
 	begin     activities.BeginWorkspaceOpResult
 	ref       contract.WorkspaceRef
 	out       *contract.WorkspaceOpResult
+	// stage is the step the operation is at (published as JamStage).
+	stage *domain.WorkflowStage
 }
 
 // archive: stop the live session (BeforeStop checkpoint, held so no message wakes it), mark
@@ -87,6 +95,7 @@ func (r *workspaceRun) archive() error {
 		StartToCloseTimeout: 10 * time.Minute, HeartbeatTimeout: runtimeHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second},
 	})
+	*r.stage = domain.StageStopping
 	if err := workflow.ExecuteActivity(members, h.StopMember, activities.StopMemberInput{RuntimeSession: r.ref.Session,
 		Reason: domain.StopOperator}).Get(r.ctx, nil); err != nil {
 		return fmt.Errorf("stop session %s: %w", r.ref.Session, err)
@@ -100,6 +109,7 @@ func (r *workspaceRun) archive() error {
 		// A resumed archive that already published its export passed this inspection; its
 		// live bytes may be partly removed since.
 		var rep contract.RemovalReport
+		*r.stage = domain.StageInspecting
 		if err := workflow.ExecuteActivity(r.node, w.InspectRemoval, r.ref).Get(r.ctx, &rep); err != nil {
 			return err
 		}
@@ -113,11 +123,13 @@ func (r *workspaceRun) archive() error {
 		return err
 	}
 	if r.begin.Intent.Retention == domain.RetainLatest {
+		*r.stage = domain.StagePruning
 		if err := workflow.ExecuteActivity(r.node, w.PruneExports, activities.PruneExportsInput{Workspace: r.ref.Workspace,
 			Keep: r.ref.Export}).Get(r.ctx, nil); err != nil {
 			return err
 		}
 	}
+	*r.stage = domain.StageRemoving
 	if err := workflow.ExecuteActivity(r.node, w.RemoveSessionBytes, r.ref).Get(r.ctx, nil); err != nil {
 		return err
 	}
@@ -130,6 +142,7 @@ func (r *workspaceRun) exportOnly() error {
 	var w *activities.Workspaces
 	var rec *activities.WorkspaceRecords
 	var e domain.WorkspaceExport
+	*r.stage = domain.StageExporting
 	if err := workflow.ExecuteActivity(r.node, w.CreateExport, r.ref).Get(r.ctx, &e); err != nil {
 		return err
 	}
@@ -152,6 +165,7 @@ func (r *workspaceRun) export() error {
 // parked. The session stays held until it is restarted.
 func (r *workspaceRun) restore() error {
 	var w *activities.Workspaces
+	*r.stage = domain.StageRestoring
 	if err := workflow.ExecuteActivity(r.node, w.RestoreExport, r.ref).Get(r.ctx, nil); err != nil {
 		return err
 	}
@@ -163,6 +177,7 @@ func (r *workspaceRun) restore() error {
 // operation's intent, so a replay deletes exactly that one.
 func (r *workspaceRun) deleteExport() error {
 	var w *activities.Workspaces
+	*r.stage = domain.StageDeleting
 	if err := workflow.ExecuteActivity(r.node, w.DeleteExportBytes, r.ref).Get(r.ctx, nil); err != nil {
 		return err
 	}
@@ -173,6 +188,7 @@ func (r *workspaceRun) finish(in activities.FinishWorkspaceOpInput) error {
 	var rec *activities.WorkspaceRecords
 	in.Op = r.begin.Op.ID
 	var op domain.WorkspaceOperation
+	*r.stage = domain.StageFinishing
 	if err := workflow.ExecuteActivity(r.jam, rec.FinishWorkspaceOp, in).Get(r.ctx, &op); err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func TestComposeServicesMatchTheBinary(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &cf); err != nil {
 		t.Fatalf("docker-compose.yml: %v", err)
 	}
-	want := []string{"postgres", "temporal", "temporal-ui", "jam-migrate", "jam-server", "jam-worker"}
+	want := []string{"postgres", "temporal", "temporal-ui", "jam-migrate", "jam-migrate-temporal", "jam-server", "jam-worker"}
 	for _, name := range want {
 		if _, ok := cf.Services[name]; !ok {
 			t.Errorf("service %s is missing", name)

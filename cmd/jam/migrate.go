@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/schema"
 )
@@ -92,6 +98,41 @@ func newMigrateCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(up, down, version, force)
+	cmd.AddCommand(up, down, version, force, newMigrateTemporalCmd(g))
+	return cmd
+}
+
+// newMigrateTemporalCmd creates Jam's search attributes in the Temporal namespace (jam dev
+// registers them in its embedded server itself).
+func newMigrateTemporalCmd(g *globals) *cobra.Command {
+	var address, namespace string
+	cmd := &cobra.Command{
+		Use:   "temporal",
+		Short: "Create Jam's search attributes (JamAgent, JamRoom, …) in the Temporal namespace",
+		Long: `Create the keyword search attributes Jam's workflows carry (` + strings.Join(contract.SearchAttributeNames(), ", ") + `)
+in the Temporal namespace, so the Web UI and ` + "`temporal workflow list --query \"JamRoom='…'\"`" + ` find
+them. Existing ones are kept. jam server reports not ready, and jam worker refuses to start,
+until they exist. The same with Temporal's CLI, per attribute:
+  temporal operator search-attribute create --namespace NS --name JamRoom --type Keyword`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
+			defer cancel()
+			tc, err := client.DialContext(ctx, client.Options{HostPort: address, Namespace: namespace,
+				Logger: sdklog.NewStructuredLogger(g.logger)})
+			if err != nil {
+				return fmt.Errorf("connect to Temporal at %s: %w", address, err)
+			}
+			defer tc.Close()
+			if err := contract.EnsureSearchAttributes(ctx, tc, namespace, true); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "namespace %s has Jam's search attributes: %s\n", namespace,
+				strings.Join(contract.SearchAttributeNames(), ", "))
+			return nil
+		},
+	}
+	addTemporalAddressFlag(cmd.Flags(), &address)
+	addNamespaceFlag(cmd.Flags(), &namespace)
 	return cmd
 }

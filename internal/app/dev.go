@@ -73,6 +73,7 @@ func RunDev(ctx context.Context, o Options) (err error) {
 		Logger:                     log.With("component", "temporal-server"),
 		LogLevel:                   o.TemporalLogLevel,
 		SuggestContinueAsNewEvents: suggestCAN,
+		SearchAttributes:           contract.SearchAttributeNames(),
 	})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/roomctl"
 )
 
@@ -75,6 +76,11 @@ func RunWorker(ctx context.Context, o Options) error {
 		return err
 	}
 	defer tc.Close()
+	// Jam's workflows upsert its search attributes: on a namespace without them every
+	// workflow task would fail, so the node refuses to start and says how to fix it.
+	if err := contract.EnsureSearchAttributes(ctx, tc, o.Namespace, false); err != nil {
+		return err
+	}
 	wk, err := startWorkers(ctx, o, tc, st)
 	if err != nil {
 		return err

@@ -60,10 +60,10 @@ func PolicyOf(typ string) StartPolicy {
 // Start starts (or joins, per its policy) the workflow typ under id on the shared queue.
 func Start(ctx context.Context, c client.Client, typ, id string, in any) (client.WorkflowRun, error) {
 	p := PolicyOf(typ)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: TaskQueue,
+	run, err := c.ExecuteWorkflow(ctx, TaggedStart(client.StartWorkflowOptions{ID: id, TaskQueue: TaskQueue,
 		WorkflowIDReusePolicy: p.Reuse, WorkflowIDConflictPolicy: p.Conflict, WorkflowExecutionTimeout: p.Timeout,
 		// A FAIL policy must say so; without it the SDK answers with the running workflow's handle.
-		WorkflowExecutionErrorWhenAlreadyStarted: p.Conflict == enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL}, typ, in)
+		WorkflowExecutionErrorWhenAlreadyStarted: p.Conflict == enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL}, typ, in), typ, in)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", id, err)
 	}

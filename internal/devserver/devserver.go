@@ -6,6 +6,7 @@
 package devserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,12 +14,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	uiserver "github.com/temporalio/ui-server/v2/server"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
@@ -28,6 +33,8 @@ import (
 	"go.temporal.io/server/common/primitives"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 const (
@@ -55,6 +62,9 @@ type Options struct {
 	// once a workflow's history holds that many events (Temporal's default is thousands).
 	// Tests lower it to drive the long-lived workflows through continue-as-new.
 	SuggestContinueAsNewEvents int
+	// SearchAttributes are keyword search attributes registered in every namespace at
+	// start, as an operator registers them on an external cluster.
+	SearchAttributes []string
 }
 
 // Server is a running embedded Temporal server and, optionally, its Web UI.
@@ -120,6 +130,9 @@ func Start(opts Options) (*Server, error) {
 	dyn := dynamicconfig.StaticClient{
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+		// Search attributes registered at start reach the frontend through the namespace
+		// cache; its default 10 s refresh would refuse the first workflow starts.
+		dynamicconfig.NamespaceCacheRefreshInterval.Key(): time.Second,
 	}
 	if opts.SuggestContinueAsNewEvents > 0 {
 		dyn[dynamicconfig.HistoryCountSuggestContinueAsNew.Key()] = opts.SuggestContinueAsNewEvents
@@ -145,6 +158,12 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
 	s.server = server
+	if len(opts.SearchAttributes) > 0 {
+		if err := s.addSearchAttributes(opts.Namespaces, opts.SearchAttributes); err != nil {
+			_ = server.Stop()
+			return nil, err
+		}
+	}
 
 	if opts.UIAddress != "" {
 		if err := s.startUI(opts.UIAddress); err != nil {
@@ -325,4 +344,63 @@ func resolveAddress(addr string) (string, int, error) {
 		}
 	}
 	return host, port, nil
+}
+
+// addSearchAttributes registers keyword search attributes in each namespace, skipping those
+// a persisted database already has.
+func (s *Server) addSearchAttributes(namespaces, names []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := grpc.NewClient(s.frontendAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("temporal operator connection: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	op := operatorservice.NewOperatorServiceClient(conn)
+	for _, ns := range namespaces {
+		var have *operatorservice.ListSearchAttributesResponse
+		for {
+			// The frontend may still be joining its cluster right after Start.
+			have, err = op.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			return fmt.Errorf("list search attributes of %s: %w", ns, err)
+		}
+		add := map[string]enumspb.IndexedValueType{}
+		for _, name := range names {
+			if _, ok := have.GetCustomAttributes()[name]; !ok {
+				add[name] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+			}
+		}
+		if len(add) == 0 {
+			continue
+		}
+		if _, err := op.AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: ns, SearchAttributes: add}); err != nil {
+			return fmt.Errorf("add search attributes to %s: %w", ns, err)
+		}
+	}
+	// Start returns once a query naming every attribute is accepted: the frontend knows them.
+	wf := workflowservice.NewWorkflowServiceClient(conn)
+	clauses := make([]string, len(names))
+	for i, name := range names {
+		clauses[i] = fmt.Sprintf("%s = 'x'", name)
+	}
+	query := strings.Join(clauses, " AND ")
+	for _, ns := range namespaces {
+		for {
+			_, err := wf.ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: ns, Query: query, PageSize: 1})
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("search attributes of %s not in effect: %w", ns, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
 }

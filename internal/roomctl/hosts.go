@@ -30,12 +30,12 @@ var ErrMemberNotStopped = errors.New("member not stopped")
 
 // hostStart starts RuntimeHost:<host> or uses the running one.
 func hostStart(host uuid.UUID) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{
+	return contract.TaggedStart(client.StartWorkflowOptions{
 		ID:                       contract.RuntimeHostID(host),
 		TaskQueue:                contract.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}
+	}, contract.TypeRuntimeHost, contract.RuntimeHostInput{Host: host})
 }
 
 // updateHost sends an update to the host's workflow, starting it when it is not running,

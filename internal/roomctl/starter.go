@@ -34,21 +34,21 @@ const agentFanOut = 16
 
 // startOptions starts RoomSession:<session> or finds the running one. A retired and closed
 // run may be started again (an authoritative re-add reuses the runtime session).
-func startOptions(session uuid.UUID) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{
-		ID:                       contract.RoomSessionID(session),
+func startOptions(in contract.RoomSessionInput) client.StartWorkflowOptions {
+	return contract.TaggedStart(client.StartWorkflowOptions{
+		ID:                       contract.RoomSessionID(in.RuntimeSession),
 		TaskQueue:                contract.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}
+	}, contract.TypeRoomSession, in)
 }
 
 // Poke signals the session's workflow that its room may have backlog, starting the workflow
 // if it is not running (SignalWithStart): a binding whose workflow start was lost heals here.
 func (s *Starter) Poke(ctx context.Context, b domain.Binding) error {
+	in := contract.RoomSessionInput{RuntimeSession: b.RuntimeSessionID, AgentID: b.AgentID, RoomID: b.RoomID}
 	_, err := s.Client.SignalWithStartWorkflow(ctx, contract.RoomSessionID(b.RuntimeSessionID), contract.SignalInbound, nil,
-		startOptions(b.RuntimeSessionID), contract.TypeRoomSession,
-		contract.RoomSessionInput{RuntimeSession: b.RuntimeSessionID, AgentID: b.AgentID, RoomID: b.RoomID})
+		startOptions(in), contract.TypeRoomSession, in)
 	if err != nil {
 		return fmt.Errorf("poke room session %s: %w", b.RuntimeSessionID, err)
 	}
