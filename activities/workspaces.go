@@ -30,6 +30,8 @@ type Workspaces struct {
 	Live func(session uuid.UUID) bool
 	// Pause is the fault-injection point of crash tests (nil in production: see faults.go).
 	Pause func(ctx context.Context, point string)
+	// Fail is the failure-injection point of operator tests (nil in production).
+	Fail func(point string) error
 }
 
 func (w *Workspaces) pause(ctx context.Context, point string) {
@@ -80,6 +82,11 @@ func (w *Workspaces) CreateExport(ctx context.Context, in contract.WorkspaceRef)
 	paths, err := workspace.ManagedPaths(w.Layout, in.Host)
 	if err != nil {
 		return domain.WorkspaceExport{}, err
+	}
+	if w.Fail != nil {
+		if err := w.Fail("export.create"); err != nil {
+			return domain.WorkspaceExport{}, err
+		}
 	}
 	stop := heartbeat(ctx)
 	defer stop()

@@ -142,6 +142,12 @@ func New(cfg Config) (*Server, error) {
 	op.POST("/permissions/:id/decision", s.handler(s.decidePermission))
 	op.GET("/questions", s.handler(s.listQuestions))
 	op.GET("/questions/:id", s.handler(s.getQuestion))
+	op.GET("/ops/workflows", s.handler(s.findWorkflows))
+	op.GET("/ops/workflows/:workflow", s.handler(s.describeWorkflow))
+	op.POST("/ops/workflows/:workflow/retry", s.handler(s.retryWorkflow))
+	op.POST("/ops/workflows/:workflow/terminate", s.handler(s.terminateWorkflow))
+	op.POST("/ops/sessions/:id/inbound", s.handler(s.signalInbound))
+	op.GET("/ops/reconcile", s.handler(s.reconcileStatus))
 	op.POST("/questions/:id/answer", s.handler(s.answerQuestion))
 
 	// Routes an attached agent reaches with its own key (posting also with the operator's).

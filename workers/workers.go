@@ -74,6 +74,9 @@ type Config struct {
 	// Pause is the fault-injection hook of crash tests (faults.FromEnv at start; nil in
 	// production).
 	Pause func(ctx context.Context, point string)
+	// Fail is the failure-injection hook of operator tests (faults.FailFromEnv; nil in
+	// production).
+	Fail func(point string) error
 	// MCP is where the node serves Jam's runtime tools to its providers.
 	MCP MCPConfig
 	// QuestionTimeout is the operator's JAM_QUESTION_TIMEOUT_SECS for the question broker
@@ -168,7 +171,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes"), Pause: cfg.Pause, Env: cfg.Env,
 		ReadyTimeout: cfg.Lifecycle.ReadyTimeout, Tools: toolBackend, MCP: w.mcp.endpoints()})
 	w.node.RegisterActivity(&activities.Workspaces{Store: cfg.Store, Layout: layout, Sandbox: sbx, PATH: envValue(cfg.Env, "PATH"),
-		Live: func(s uuid.UUID) bool { _, _, ok := w.runtimes.Get(s); return ok }, Pause: cfg.Pause})
+		Live: func(s uuid.UUID) bool { _, _, ok := w.runtimes.Get(s); return ok }, Pause: cfg.Pause, Fail: cfg.Fail})
 	if cfg.Register != nil {
 		cfg.Register(w.shared, w.node)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -18,7 +17,7 @@ import (
 )
 
 // ReconcileScheduleID names the Temporal Schedule that runs Reconcile.
-const ReconcileScheduleID = "Reconcile"
+const ReconcileScheduleID = contract.ReconcileScheduleID
 
 // ReconcileInterval is how often the schedule runs Reconcile unless the operator says
 // otherwise (JAM_RECONCILE_INTERVAL_SECS).
@@ -27,19 +26,9 @@ const ReconcileInterval = time.Minute
 // maxPokesPerRun bounds one Reconcile run's history; the rest wait for the next run.
 const maxPokesPerRun = 1000
 
-// ReconcileReport is what one Reconcile run found and did.
-type ReconcileReport struct {
-	// Poked sessions had backlog; each got an inbound poke.
-	Poked int `json:"poked"`
-	// Started sessions had backlog but no running workflow (a start or a poke was lost).
-	Started []uuid.UUID `json:"started,omitempty"`
-	// Deferred sessions exceeded this run's bound and wait for the next run.
-	Deferred int `json:"deferred"`
-	// StaleNodes missed three heartbeats in a row; their sessions wake elsewhere.
-	StaleNodes []string `json:"stale_nodes,omitempty"`
-	// Retried sessions had failed for want of an adapter a live node now has.
-	Retried int `json:"retried,omitempty"`
-}
+// ReconcileReport is what one Reconcile run found and did (the contract's: `jam ops
+// reconcile status` reads it).
+type ReconcileReport = contract.ReconcileReport
 
 // versionReconcileRetry gates telling failed sessions that a node gained their adapter.
 const versionReconcileRetry = "reconcile-retry-adapters"

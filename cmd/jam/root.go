@@ -50,7 +50,7 @@ are a client of the REST API (JAM_URL, JAM_TOKEN).`,
 		root.AddCommand(c)
 	}
 	for _, c := range []*cobra.Command{newAgentCmd(g), newTemplateCmd(g), newRoomCmd(g), newMessageCmd(g),
-		newSessionCmd(g), newPermissionCmd(g), newQuestionCmd(g), newNodeCmd(g), newSandboxCmd(g), newHostCmd(g), newWorkspaceCmd(g), newSettingCmd(g), operationCmd()} {
+		newSessionCmd(g), newPermissionCmd(g), newQuestionCmd(g), newNodeCmd(g), newSandboxCmd(g), newHostCmd(g), newWorkspaceCmd(g), newSettingCmd(g), newOpsCmd(g), operationCmd()} {
 		c.GroupID = "client"
 		root.AddCommand(c)
 	}

@@ -278,6 +278,6 @@ func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Sto
 		Client: c, Store: st, Node: o.Node, DataDir: o.Home, Version: o.Version, Sbx: we.sbx,
 		Logger: o.Logger.With("component", "worker"), Env: we.env, Lifecycle: we.lifecycle,
 		PermissionTimeout: we.permission, Pause: we.pause, MCP: we.mcp, QuestionTimeout: we.question,
-		Factories: we.factories,
+		Factories: we.factories, Fail: we.fail,
 	})
 }

@@ -32,6 +32,8 @@ type workerEnv struct {
 	question questions.TimeoutOverride
 	// pause is the crash tests' fault hook (JAM_FAULT_PAUSE, JAM_FAULT_DIR); nil otherwise.
 	pause func(ctx context.Context, point string)
+	// fail is the operator tests' failure hook (JAM_FAULT_FAIL, JAM_FAULT_DIR); nil otherwise.
+	fail func(point string) error
 	// mcp is where the node serves Jam's runtime tools (JAM_MCP_LISTEN, JAM_MCP_GUEST_HOST).
 	mcp workers.MCPConfig
 	// factories are the adapters the node runs (JAM_WORKER_PROVIDERS); nil is all of them.
@@ -82,7 +84,7 @@ func parseWorkerEnv(environ []string, sbxFlag string, log *slog.Logger) (workerE
 		return workerEnv{}, fmt.Errorf("worker configuration: %w", err)
 	}
 	return workerEnv{env: env, sbx: sbx, lifecycle: lifecycle, permission: perm, question: question,
-		pause: faults.FromEnv(getenv), mcp: mcp, factories: factories}, nil
+		pause: faults.FromEnv(getenv), fail: faults.FailFromEnv(getenv), mcp: mcp, factories: factories}, nil
 }
 
 // workerFactories is the node's adapters limited to the comma-separated provider families

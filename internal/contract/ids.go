@@ -183,3 +183,49 @@ func parseNodeID(typ, id string) (string, error) {
 	}
 	return node, nil
 }
+
+// WorkflowTypes are every Jam workflow type.
+var WorkflowTypes = []string{TypeRoomSession, TypeReconcile, TypeRuntimeHost, TypeTemplateApply, TypeWorkspaceOp,
+	TypeHostCleanup, TypeContinuityReset, TypeCheckpointDeletion, TypeNodeProbe, TypeSandboxProbe, TypeSandboxInventory,
+	TypeContinuityInspection, TypeCleanupInspection, TypeHostMeasure, TypeRemovalInspection}
+
+// IsWorkflowType reports whether name is a Jam workflow type.
+func IsWorkflowType(name string) bool {
+	for _, t := range WorkflowTypes {
+		if t == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseWorkflowType names the Jam workflow type of a workflow id: "<Type>:<key>", or the
+// Reconcile schedule's runs ("Reconcile-<time>").
+func ParseWorkflowType(id string) (string, error) {
+	typ, key, ok := strings.Cut(id, ":")
+	if ok && key != "" && IsWorkflowType(typ) {
+		return typ, nil
+	}
+	if strings.HasPrefix(id, ReconcileScheduleID+"-") {
+		return TypeReconcile, nil
+	}
+	return "", fmt.Errorf("%q is not a Jam workflow id", id)
+}
+
+// ReconcileScheduleID names the Temporal Schedule that runs Reconcile (its runs are
+// "Reconcile-<time>").
+const ReconcileScheduleID = "Reconcile"
+
+// ReconcileReport is what one Reconcile run found and did.
+type ReconcileReport struct {
+	// Poked sessions had backlog; each got an inbound poke.
+	Poked int `json:"poked"`
+	// Started sessions had backlog but no running workflow (a start or a poke was lost).
+	Started []uuid.UUID `json:"started,omitempty"`
+	// Deferred sessions exceeded this run's bound and wait for the next run.
+	Deferred int `json:"deferred"`
+	// StaleNodes missed three heartbeats in a row; their sessions wake elsewhere.
+	StaleNodes []string `json:"stale_nodes,omitempty"`
+	// Retried sessions had failed for want of an adapter a live node now has.
+	Retried int `json:"retried,omitempty"`
+}
