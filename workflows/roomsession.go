@@ -136,7 +136,9 @@ func (r *roomSession) wait(ctx workflow.Context) {
 	idle := time.Duration(r.s.IdleSecs) * time.Second
 	left := r.s.LastActivity.Add(idle).Sub(workflow.Now(ctx))
 	if left > 0 {
-		if ok, _ := workflow.AwaitWithTimeout(ctx, left, r.ready); ok {
+		opts := workflow.AwaitOptions{Timeout: left, TimerOptions: workflow.TimerOptions{
+			Summary: fmt.Sprintf("idle reap after %s without activity", idle)}}
+		if ok, _ := workflow.AwaitWithOptions(ctx, opts, r.ready); ok {
 			return
 		}
 	}
@@ -448,6 +450,8 @@ func (r *roomSession) prepare(ctx workflow.Context, node string, sandboxed bool)
 			return false
 		}
 	}
+	actx = workflow.WithActivityOptions(actx, withSummary(workflow.GetActivityOptions(actx),
+		fmt.Sprintf("start the runtime on node %s", node)))
 	err := workflow.ExecuteActivity(actx, r.rt.PrepareRuntime, in).Get(ctx, &out)
 	if sandboxed {
 		r.permit(ctx, true)
@@ -505,6 +509,9 @@ func (r *roomSession) turn(ctx workflow.Context) {
 	r.runTurns++
 	r.s.InTurn, r.turnStarted = true, workflow.Now(ctx)
 	var out activities.RunTurnResult
+	// The Web UI's label of the activity (user metadata: not part of the command replay checks).
+	actx = workflow.WithActivityOptions(actx, withSummary(workflow.GetActivityOptions(actx),
+		fmt.Sprintf("turn %d on node %s", r.s.Turns, r.s.Node)))
 	fut := workflow.ExecuteActivity(actx, r.rt.RunTurn, activities.RunTurnInput{RuntimeSession: r.in.RuntimeSession,
 		Generation: r.s.Generation, TurnID: fmt.Sprintf("g%d-t%d", r.s.Generation, r.s.Turns)})
 	if r.steers(ctx) {

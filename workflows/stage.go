@@ -59,3 +59,9 @@ func upsert(ctx workflow.Context, up ...temporal.SearchAttributeUpdate) {
 		workflow.GetLogger(ctx).Warn("search attributes not upserted", "error", err)
 	}
 }
+
+// withSummary labels an activity for the Web UI.
+func withSummary(o workflow.ActivityOptions, summary string) workflow.ActivityOptions {
+	o.Summary = summary
+	return o
+}
