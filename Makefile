@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 
-.PHONY: dev build test test-race check vet fmt-check workflowcheck ci bench
+.PHONY: dev build test test-race check vet fmt-check workflowcheck ci bench screenshots
 
 ## dev: run everything in one process (embedded Temporal + Web UI, API, worker, SQLite)
 ##      with jam-testagent beside it as the default provider
@@ -63,3 +63,14 @@ bench:
 	JAM_BENCH=1 $(GO) test -count=1 -run '^TestExportBenchmark$$' -timeout 30m -v ./internal/workspace/
 	JAM_BENCH=1 $(GO) test -count=1 -run '^TestRoomSessionBenchmark$$' -timeout 60m -v ./test/
 	JAM_BENCH=1 $(GO) test -count=1 -run '^TestProviderBenchmark$$' -timeout 30m -v ./test/
+
+## screenshots: the Temporal Web UI's workflow list filtered by JamRoom, a RoomSession's
+##              timeline and its summary and details, photographed by headless Chromium
+##              (Debian's chromium; playwright-core from npm) into docs/screenshots/; not gated by CI
+PLAYWRIGHT_PREFIX ?= $(HOME)/.cache/jam-ci/playwright
+screenshots:
+	@command -v chromium >/dev/null || { echo "screenshots need Debian's chromium: apt-get install chromium" >&2; exit 1; }
+	@test -f $(PLAYWRIGHT_PREFIX)/node_modules/playwright-core/package.json || \
+		npm install --no-audit --no-fund --prefix $(PLAYWRIGHT_PREFIX) playwright-core@1.64.1
+	JAM_SCREENSHOTS=1 PLAYWRIGHT_CORE_DIR=$(PLAYWRIGHT_PREFIX)/node_modules/playwright-core \
+		$(GO) test -count=1 -run '^TestWebUIScreenshots$$' -timeout 10m -v ./test/

@@ -683,7 +683,7 @@ func (r *roomSession) details() string {
 		if r.s.InTurn {
 			d += fmt.Sprintf(" · turn %d running since %s", r.s.Turns, r.turnStarted.UTC().Format("15:04:05 UTC"))
 		} else if !r.s.LastActivity.IsZero() {
-			d += fmt.Sprintf(" · %d turns · idle since %s", r.s.Turns, r.s.LastActivity.UTC().Format("15:04:05 UTC"))
+			d += fmt.Sprintf(" · %d turn(s) · idle since %s", r.s.Turns, r.s.LastActivity.UTC().Format("15:04:05 UTC"))
 		}
 	case domain.PhaseStarting:
 		d = "starting a runtime on node " + r.s.Node
@@ -695,7 +695,7 @@ func (r *roomSession) details() string {
 	case domain.PhaseRetired:
 		d = "removed from its room; a re-add revives it"
 	default:
-		d = fmt.Sprintf("%s · %d turns", r.s.Phase, r.s.Turns)
+		d = fmt.Sprintf("%s · %d turn(s)", r.s.Phase, r.s.Turns)
 		if r.s.Held {
 			d += " · held by an operator's stop until restart"
 		}
