@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
@@ -76,9 +77,19 @@ type OpsDescribeBody struct {
 	PendingActivities []OpsActivityBody `json:"pending_activities"`
 	// WorkflowTaskPending: a workflow task is scheduled or running (a stuck one, with
 	// attempts, is a workflow bug: `jam ops retry` after the fix).
-	WorkflowTaskPending  bool   `json:"workflow_task_pending"`
-	WorkflowTaskAttempts int32  `json:"workflow_task_attempts,omitempty"`
-	Temporal             string `json:"temporal"`
+	WorkflowTaskPending  bool  `json:"workflow_task_pending"`
+	WorkflowTaskAttempts int32 `json:"workflow_task_attempts,omitempty"`
+	// PendingUpdates were accepted by the workflow and have not completed (a stop waiting
+	// for a teardown, an apply waiting for a turn's end).
+	PendingUpdates []OpsUpdateBody `json:"pending_updates"`
+	Temporal       string          `json:"temporal"`
+}
+
+// OpsUpdateBody is an update a workflow accepted and has not completed.
+type OpsUpdateBody struct {
+	UpdateID   string    `json:"update_id"`
+	Name       string    `json:"name"`
+	AcceptedAt time.Time `json:"accepted_at"`
 }
 
 // OpsRetryRequest is the body of POST /v1/ops/workflows/{id}/retry.
@@ -219,8 +230,15 @@ func (s *Server) describeWorkflow(c *gin.Context) error {
 			}
 		}
 	}
-	out := OpsDescribeBody{Workflow: wf, PendingActivities: []OpsActivityBody{},
+	out := OpsDescribeBody{Workflow: wf, PendingActivities: []OpsActivityBody{}, PendingUpdates: []OpsUpdateBody{},
 		Temporal: fmt.Sprintf("temporal workflow describe --namespace %s --workflow-id %q", s.namespace(), id)}
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		events, err := s.history(ctx, id, wf.RunID)
+		if err != nil {
+			return err
+		}
+		out.PendingUpdates = pendingUpdates(events)
+	}
 	for _, a := range d.GetPendingActivities() {
 		out.PendingActivities = append(out.PendingActivities, opsActivity(a))
 	}
@@ -295,18 +313,57 @@ func (s *Server) retryWorkflow(c *gin.Context) error {
 
 // lastWorkflowTask is the event id of the run's last WorkflowTaskCompleted (0: none).
 func (s *Server) lastWorkflowTask(ctx context.Context, id, runID string) (int64, error) {
-	it := s.cfg.Temporal.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	events, err := s.history(ctx, id, runID)
+	if err != nil {
+		return 0, err
+	}
 	var last int64
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			return 0, workflowError(id, err)
-		}
+	for _, e := range events {
 		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
 			last = e.GetEventId()
 		}
 	}
 	return last, nil
+}
+
+// history reads one run's events (a run is bounded by continue-as-new).
+func (s *Server) history(ctx context.Context, id, runID string) ([]*historypb.HistoryEvent, error) {
+	it := s.cfg.Temporal.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var events []*historypb.HistoryEvent
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return nil, workflowError(id, err)
+		}
+		events = append(events, e)
+	}
+	return events, nil
+}
+
+// pendingUpdates are the updates a history accepted and did not complete, oldest first.
+func pendingUpdates(events []*historypb.HistoryEvent) []OpsUpdateBody {
+	open := map[string]int{}
+	out := []OpsUpdateBody{}
+	for _, e := range events {
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			req := e.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest()
+			open[req.GetMeta().GetUpdateId()] = len(out)
+			out = append(out, OpsUpdateBody{UpdateID: req.GetMeta().GetUpdateId(), Name: req.GetInput().GetName(),
+				AcceptedAt: e.GetEventTime().AsTime()})
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+			if i, ok := open[e.GetWorkflowExecutionUpdateCompletedEventAttributes().GetMeta().GetUpdateId()]; ok {
+				out[i].UpdateID = "" // completed
+			}
+		}
+	}
+	pending := out[:0]
+	for _, u := range out {
+		if u.UpdateID != "" {
+			pending = append(pending, u)
+		}
+	}
+	return pending
 }
 
 // terminateWorkflow ends a workflow. A RoomSession or RuntimeHost is an entity Jam expects

@@ -91,6 +91,9 @@ done with Temporal's own tools. See docs/operations.md for what stuck looks like
 						return err
 					}
 				}
+				for _, u := range out.PendingUpdates {
+					fmt.Fprintf(w, "pending update %s (%s), accepted %s\n", u.Name, u.UpdateID, u.AcceptedAt.Local().Format(time.DateTime))
+				}
 				if wf.WorkflowURL != "" {
 					fmt.Fprintf(w, "web ui: %s\n", wf.WorkflowURL)
 				}
