@@ -5,89 +5,44 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/internal/provider"
 )
 
-// proc is one app-server process and the runtimes whose threads it serves: one runtime for
-// a session of its own, every member room's on a Shared host, routed by thread id.
+// proc is one app-server process; its Shared record holds the runtimes whose threads it
+// serves: one runtime for a session of its own, every member room's on a Shared host, routed
+// by thread id.
 type proc struct {
-	key   uuid.UUID // the Shared host; zero for a session's own process
 	child *provider.Child
 	c     *conn
 	log   *slog.Logger
-
-	mu      sync.Mutex
-	threads map[string]*Runtime
-	members map[*Runtime]bool
-	dead    bool
-	// ready is closed once the process answered initialize (err says whether it did).
-	ready chan struct{}
-	err   error
+	s     *provider.Shared[*Runtime, *proc]
 }
 
 // shared holds the live Shared-host processes of this worker, by runtime host.
-var shared = struct {
-	mu    sync.Mutex
-	procs map[uuid.UUID]*proc
-}{procs: map[uuid.UUID]*proc{}}
+var shared provider.SharedPool[*Runtime, *proc]
 
 // attach gives r the process its thread runs on: a new one of its own, or its Shared host's
 // (started and initialized by the first member; later members wait for that).
 func (r *Runtime) attach(ctx context.Context) (*proc, error) {
-	key := r.spec.SharedHost
-	if key == uuid.Nil {
-		p := newProc(key, r.log)
-		p.members[r] = true
-		err := p.start(ctx, r)
-		close(p.ready)
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
+	log := r.log
+	if key := r.spec.SharedHost; key != uuid.Nil {
+		log = log.With("runtime_host", key)
 	}
-	shared.mu.Lock()
-	p, ok := shared.procs[key]
-	if ok {
-		p.mu.Lock()
-		ok = !p.dead
-		if ok {
-			p.members[r] = true
+	s, err := shared.Attach(ctx, r.spec.SharedHost, r, func(s *provider.Shared[*Runtime, *proc]) error {
+		p := &proc{log: log, s: s}
+		if err := p.start(ctx, r); err != nil {
+			return err
 		}
-		p.mu.Unlock()
+		s.Proc = p
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	if ok {
-		shared.mu.Unlock()
-		select {
-		case <-p.ready:
-		case <-ctx.Done():
-			p.release(r)
-			return nil, fmt.Errorf("wait for the shared app-server: %w", context.Cause(ctx))
-		}
-		if p.err != nil {
-			p.release(r)
-			return nil, p.err
-		}
-		return p, nil
-	}
-	p = newProc(key, r.log.With("runtime_host", key))
-	p.members[r] = true
-	shared.procs[key] = p
-	shared.mu.Unlock()
-	p.err = p.start(ctx, r)
-	close(p.ready)
-	if p.err != nil {
-		p.release(r)
-		return nil, p.err
-	}
-	return p, nil
-}
-
-func newProc(key uuid.UUID, log *slog.Logger) *proc {
-	return &proc{key: key, log: log, threads: map[string]*Runtime{}, members: map[*Runtime]bool{}, ready: make(chan struct{})}
+	return s.Proc, nil
 }
 
 // start spawns the app-server with r's spec and initializes it; a process that fails is
@@ -124,56 +79,18 @@ func (p *proc) start(ctx context.Context, r *Runtime) error {
 
 // exited runs once the process is gone: every member's runtime has exited with it.
 func (p *proc) exited() {
-	p.mu.Lock()
-	p.dead = true
-	members := make([]*Runtime, 0, len(p.members))
-	for r := range p.members {
-		members = append(members, r)
-	}
-	p.mu.Unlock()
-	p.forget()
-	for _, r := range members {
+	for _, r := range p.s.Exited() {
 		r.closeOnce.Do(func() { close(r.exited) })
 	}
 }
 
-// forget drops a Shared process from the pool (a later member starts a new one).
-func (p *proc) forget() {
-	if p.key == uuid.Nil {
-		return
-	}
-	shared.mu.Lock()
-	if shared.procs[p.key] == p {
-		delete(shared.procs, p.key)
-	}
-	shared.mu.Unlock()
-}
-
 // register routes a thread's notifications and requests to its runtime.
-func (p *proc) register(thread string, r *Runtime) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.threads[thread] = r
-}
+func (p *proc) register(thread string, r *Runtime) { p.s.Register(thread, r) }
 
 // release detaches a runtime; the last one out stops the process.
 func (p *proc) release(r *Runtime) {
-	p.mu.Lock()
-	delete(p.members, r)
-	for t, m := range p.threads {
-		if m == r {
-			delete(p.threads, t)
-		}
-	}
-	last := len(p.members) == 0
-	child := p.child
-	p.mu.Unlock()
-	if !last {
-		return
-	}
-	p.forget()
-	if child != nil {
-		child.Kill(provider.ChildShutdownGrace)
+	if p.s.Release(r) && p.child != nil {
+		p.child.Kill(provider.ChildShutdownGrace)
 	}
 }
 
@@ -185,9 +102,8 @@ func (p *proc) route(raw json.RawMessage) *Runtime {
 	if json.Unmarshal(raw, &head) != nil || head.ThreadID == "" {
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.threads[head.ThreadID]
+	r, _ := p.s.Route(head.ThreadID)
+	return r
 }
 
 func (p *proc) notify(method string, raw json.RawMessage) {

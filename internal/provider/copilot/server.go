@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/google/uuid"
 
@@ -13,84 +12,40 @@ import (
 	"github.com/jam-dev/jam/internal/provider"
 )
 
-// server is one SDK-server process and the runtimes whose sessions it serves: one runtime
-// for a session of its own, every member room's on a Shared host, routed by session id.
+// server is one SDK-server process; its Shared record holds the runtimes whose sessions it
+// serves: one runtime for a session of its own, every member room's on a Shared host,
+// routed by session id.
 type server struct {
-	key   uuid.UUID // the Shared host; zero for a session's own process
 	child *provider.Child
 	c     *conn
 	log   *slog.Logger
 	// version is what the server reported at connect.
 	version string
-
-	mu       sync.Mutex
-	sessions map[string]*Runtime
-	members  map[*Runtime]bool
-	dead     bool
-	// ready is closed once the server answered connect (err says whether it did).
-	ready chan struct{}
-	err   error
+	s       *provider.Shared[*Runtime, *server]
 }
 
 // shared holds the live Shared-host servers of this worker, by runtime host.
-var shared = struct {
-	mu      sync.Mutex
-	servers map[uuid.UUID]*server
-}{servers: map[uuid.UUID]*server{}}
+var shared provider.SharedPool[*Runtime, *server]
 
 // attach gives r the server its session runs on: a new one of its own, or its Shared
 // host's (started and connected by the first member; later members wait for that).
 func (r *Runtime) attach(ctx context.Context) (*server, error) {
-	key := r.spec.SharedHost
-	if key == uuid.Nil {
-		s := newServer(key, r.log)
-		s.members[r] = true
-		err := s.start(ctx, r)
-		close(s.ready)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
+	log := r.log
+	if key := r.spec.SharedHost; key != uuid.Nil {
+		log = log.With("runtime_host", key)
 	}
-	shared.mu.Lock()
-	s, ok := shared.servers[key]
-	if ok {
-		s.mu.Lock()
-		ok = !s.dead
-		if ok {
-			s.members[r] = true
+	s, err := shared.Attach(ctx, r.spec.SharedHost, r, func(s *provider.Shared[*Runtime, *server]) error {
+		srv := &server{log: log, s: s}
+		if err := srv.start(ctx, r); err != nil {
+			return err
 		}
-		s.mu.Unlock()
+		s.Proc = srv
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	if ok {
-		shared.mu.Unlock()
-		select {
-		case <-s.ready:
-		case <-ctx.Done():
-			s.release(r)
-			return nil, fmt.Errorf("wait for the shared copilot server: %w", context.Cause(ctx))
-		}
-		if s.err != nil {
-			s.release(r)
-			return nil, s.err
-		}
-		return s, nil
-	}
-	s = newServer(key, r.log.With("runtime_host", key))
-	s.members[r] = true
-	shared.servers[key] = s
-	shared.mu.Unlock()
-	s.err = s.start(ctx, r)
-	close(s.ready)
-	if s.err != nil {
-		s.release(r)
-		return nil, s.err
-	}
-	return s, nil
-}
-
-func newServer(key uuid.UUID, log *slog.Logger) *server {
-	return &server{key: key, log: log, sessions: map[string]*Runtime{}, members: map[*Runtime]bool{}, ready: make(chan struct{})}
+	return s.Proc, nil
 }
 
 // start spawns the server with r's spec and connects, refusing a protocol version Jam does
@@ -128,56 +83,18 @@ func (s *server) start(ctx context.Context, r *Runtime) error {
 
 // exited runs once the process is gone: every member's runtime has exited with it.
 func (s *server) exited() {
-	s.mu.Lock()
-	s.dead = true
-	members := make([]*Runtime, 0, len(s.members))
-	for r := range s.members {
-		members = append(members, r)
-	}
-	s.mu.Unlock()
-	s.forget()
-	for _, r := range members {
+	for _, r := range s.s.Exited() {
 		r.closeOnce.Do(func() { close(r.exited) })
 	}
 }
 
-// forget drops a Shared server from the pool (a later member starts a new one).
-func (s *server) forget() {
-	if s.key == uuid.Nil {
-		return
-	}
-	shared.mu.Lock()
-	if shared.servers[s.key] == s {
-		delete(shared.servers, s.key)
-	}
-	shared.mu.Unlock()
-}
-
 // register routes a session's events to its runtime.
-func (s *server) register(session string, r *Runtime) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sessions[session] = r
-}
+func (s *server) register(session string, r *Runtime) { s.s.Register(session, r) }
 
 // release detaches a runtime; the last one out stops the process.
 func (s *server) release(r *Runtime) {
-	s.mu.Lock()
-	delete(s.members, r)
-	for id, m := range s.sessions {
-		if m == r {
-			delete(s.sessions, id)
-		}
-	}
-	last := len(s.members) == 0
-	child := s.child
-	s.mu.Unlock()
-	if !last {
-		return
-	}
-	s.forget()
-	if child != nil {
-		child.Kill(provider.ChildShutdownGrace)
+	if s.s.Release(r) && s.child != nil {
+		s.child.Kill(provider.ChildShutdownGrace)
 	}
 }
 
@@ -193,10 +110,7 @@ func (s *server) notify(method string, raw json.RawMessage) {
 	if json.Unmarshal(raw, &head) != nil || head.SessionID == "" {
 		return
 	}
-	s.mu.Lock()
-	r := s.sessions[head.SessionID]
-	s.mu.Unlock()
-	if r != nil {
+	if r, ok := s.s.Route(head.SessionID); ok {
 		r.notification(raw)
 	}
 }
