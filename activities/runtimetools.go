@@ -11,8 +11,8 @@ import (
 	"github.com/jam-dev/jam/internal/tools"
 )
 
-// toolSession binds Jam's tool registry to the instance the spec describes, with every
-// scope an owned runtime has, and, when the node serves MCP, issues the instance's token
+// toolSession binds Jam's tool registry to the instance the spec describes, with the scopes
+// an owned runtime has (the workspace's repository tools only sandboxed), and, when the node serves MCP, issues the instance's token
 // and tells the adapter where to reach the tools: the loopback URL host-native, the guest
 // URL from inside a sandbox. The token dies with the instance (revokeTools) or when a newer
 // generation of the session is issued one.
@@ -21,7 +21,7 @@ func (r *Runtimes) toolSession(spec *provider.Spec, sandboxed bool) (*tools.Sess
 		return nil, nil
 	}
 	sess := tools.Builtin().Session(tools.Identity{AgentID: spec.AgentID, RoomID: spec.RoomID,
-		RuntimeSession: spec.RuntimeSession, Generation: spec.Generation}, r.Tools, tools.AllScopes()...)
+		RuntimeSession: spec.RuntimeSession, Generation: spec.Generation}, r.Tools, tools.RuntimeScopes(sandboxed)...)
 	spec.Tools = sess
 	if r.MCP == nil || r.MCP.Server == nil {
 		return sess, nil
@@ -57,22 +57,17 @@ func (r *Runtimes) revokeTools(session uuid.UUID, gen int64) {
 
 // allowToolEndpoint lets the sandbox reach the node's MCP endpoint, and only it: the guest
 // dials GuestURL through the sandbox's egress proxy, which passes exactly the target a rule
-// allows. A target the effective policy already allows gets no rule of Jam's.
+// allows. The sandbox's network journal manages the target (a rule of Jam's is created only
+// when the effective policy does not already allow it); this covers a sandbox that stayed
+// ready while the node's endpoint moved.
 func (r *Runtimes) allowToolEndpoint(ctx context.Context, d *sandbox.Driver, name string) error {
 	if r.Tools == nil || r.MCP == nil || r.MCP.Server == nil || r.MCP.GuestTarget == "" {
 		return nil
 	}
 	target := r.MCP.GuestTarget
-	ok, err := d.PolicyCheckNetwork(ctx, name, target)
-	if err != nil {
-		return fmt.Errorf("check sandbox %s may reach Jam's tools at %s: %w", name, target, err)
+	j := &sandbox.NetworkJournal{Dir: r.Layout.SandboxOwnersDir(), Driver: d}
+	if _, err := j.Reconcile(ctx, name, []string{target}, false); err != nil {
+		return classify(fmt.Errorf("let sandbox %s reach Jam's tools at %s: %w", name, target, err))
 	}
-	if ok {
-		return nil
-	}
-	if err := d.PolicyAllowNetwork(ctx, name, []string{target}); err != nil {
-		return fmt.Errorf("allow sandbox %s to reach Jam's tools at %s: %w", name, target, err)
-	}
-	r.Log.Info("sandbox may reach Jam's tools", "sandbox", name, "target", target)
 	return nil
 }

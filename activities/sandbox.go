@@ -28,6 +28,9 @@ type Sandbox struct {
 	Env    []string
 	Store  *store.Store
 	Layout domain.Layout
+	// ToolTarget is the node's MCP endpoint as a guest reaches it (host:port); "" when the
+	// node serves no tools to sandboxes. Every sandbox's network journal manages it.
+	ToolTarget string
 
 	mu      sync.Mutex
 	drivers map[string]*sandbox.Driver
@@ -85,14 +88,20 @@ func (s *Sandbox) manager(ctx context.Context) (*sandbox.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sandbox.Manager{Driver: d, Markers: sandbox.Markers{Dir: s.Layout.SandboxOwnersDir()}}, nil
+	return &sandbox.Manager{Driver: d, Markers: sandbox.Markers{Dir: s.Layout.SandboxOwnersDir()},
+		Network: &sandbox.NetworkJournal{Dir: s.Layout.SandboxOwnersDir(), Driver: d}}, nil
 }
 
 // classify turns ownership failures into non-retryable errors: retrying cannot make a
 // sandbox Jam's.
 func classify(err error) error {
-	if errors.Is(err, sandbox.ErrOwnershipMismatch) {
+	switch {
+	case errors.Is(err, sandbox.ErrOwnershipMismatch):
 		return contract.Fail(err.Error(), domain.ErrTypeOwnershipMismatch, err)
+	case errors.Is(err, sandbox.ErrNetworkDenied):
+		return contract.Fail(err.Error(), domain.ErrTypeNetworkDenied, err)
+	case errors.Is(err, sandbox.ErrNetworkAmbiguous):
+		return contract.Fail(err.Error(), domain.ErrTypeNetworkAmbiguous, err)
 	}
 	return err
 }
@@ -150,10 +159,19 @@ func (s *Sandbox) EnsureSandbox(ctx context.Context, in EnsureSandboxInput) (Ens
 		return EnsureSandboxResult{}, err
 	}
 	stop := heartbeat(ctx)
+	defer stop()
 	res, err := m.Ensure(ctx, plan, in.Fence)
-	stop()
 	if err != nil {
 		return EnsureSandboxResult{}, classify(err)
+	}
+	// Ownership is proven: the sandbox gets exactly the network its members need before any
+	// provider starts in it.
+	targets, err := s.networkTargets(ctx, h, &hs)
+	if err != nil {
+		return EnsureSandboxResult{}, err
+	}
+	if _, err := m.Network.Reconcile(ctx, plan.Name, targets, true); err != nil {
+		return EnsureSandboxResult{}, classify(fmt.Errorf("network policy of sandbox %s: %w", plan.Name, err))
 	}
 	return EnsureSandboxResult{Name: plan.Name, Created: res.Created, Fenced: res.Fenced}, nil
 }

@@ -65,7 +65,36 @@ members that were live. This is the only way to stop or reset a Shared host.`,
 	cmd.AddCommand(list, show, control)
 	cmd.AddCommand(continuityCommands(cf)...)
 	cmd.AddCommand(hostCleanupCmd(cf))
+	cmd.AddCommand(hostNetworkCmd(cf))
 	return cmd
+}
+
+// hostNetworkCmd shows the host sandbox's network journal and readiness (read-only).
+func hostNetworkCmd(cf *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "network HOST_ID",
+		Short: "Show the network rules Jam owns, or found covered, in the host's sandbox, and whether each target is reachable (read-only)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := cf.call(cmd, http.MethodGet, "/v1/hosts/"+url.PathEscape(args[0])+"/network", nil)
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(b api.HostNetworkBody) error {
+				state := map[string]api.NetworkRuleBody{}
+				for _, e := range b.Entries {
+					state[e.Target] = e
+				}
+				rows := make([][]string, 0, len(b.Readiness))
+				for _, r := range b.Readiness {
+					e := state[r.Target]
+					rows = append(rows, []string{r.Target, string(r.Result), orDash(string(e.State)), orDash(e.RuleID)})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "sandbox %s\n", b.Sandbox)
+				return table(cmd.OutOrStdout(), "TARGET\tREACHABLE\tJOURNAL\tRULE", rows)
+			})
+		},
+	}
 }
 
 // continuityCommands are the checkpoint and continuity verbs of `jam host`.

@@ -24,6 +24,7 @@ func TestWorkflowIDsRoundTrip(t *testing.T) {
 		{"continuity inspection", ContinuityInspectionID, ParseContinuityInspectionID, TypeContinuityInspection},
 		{"cleanup inspection", CleanupInspectionID, ParseCleanupInspectionID, TypeCleanupInspection},
 		{"host measure", HostMeasureID, ParseHostMeasureID, TypeHostMeasure},
+		{"host network", HostNetworkID, ParseHostNetworkID, TypeHostNetwork},
 		{"removal inspection", RemovalInspectionID, ParseRemovalInspectionID, TypeRemovalInspection},
 	}
 	for _, c := range cases {

@@ -7,7 +7,6 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -306,25 +305,8 @@ func (d *Driver) PolicyRemoveNetwork(ctx context.Context, name, target string) e
 // PolicyCheckNetwork reports whether the sandbox may reach target under the effective
 // policy (`sbx policy check network --json`).
 func (d *Driver) PolicyCheckNetwork(ctx context.Context, name, target string) (bool, error) {
-	if err := validTargets([]string{target}); err != nil {
-		return false, err
-	}
-	args, err := d.policyArgs("check", name, "--json", target)
-	if err != nil {
-		return false, err
-	}
-	out, err := d.run(ctx, PolicyCheckTimeout, nil, args...)
-	if err != nil {
-		return false, err
-	}
-	var res struct {
-		Allowed *bool `json:"allowed"`
-	}
-	body := lastJSONLine(out)
-	if err := json.Unmarshal(body, &res); err != nil || res.Allowed == nil {
-		return false, fmt.Errorf("%w: policy check printed %q", ErrUnparsable, truncate(out))
-	}
-	return *res.Allowed, nil
+	dec, err := d.PolicyCheck(ctx, name, target)
+	return dec.Allowed, err
 }
 
 // lastJSONLine is the last line of out that starts a JSON object (notices may precede it).

@@ -21,6 +21,9 @@ import (
 type Manager struct {
 	Driver  *Driver
 	Markers MarkerStore
+	// Network, when set, is the sandboxes' network journal: removing a sandbox removes
+	// the rules Jam owns in it first.
+	Network *NetworkJournal
 }
 
 // MarkerStore keeps host owner markers; Markers is the one on disk.
@@ -256,10 +259,20 @@ func (m *Manager) Remove(ctx context.Context, owner OwnerKey, name string) (remo
 		return false, fmt.Errorf("remove sandbox %s: %w", name, err)
 	}
 	if sb == nil {
+		if m.Network != nil {
+			if err := m.Network.Release(ctx, name, true); err != nil {
+				return false, fmt.Errorf("remove sandbox %s: %w", name, err)
+			}
+		}
 		return false, m.Markers.Remove(name)
 	}
 	if _, err := m.owned(ctx, owner, name); err != nil {
 		return false, err
+	}
+	if m.Network != nil {
+		if err := m.Network.Release(ctx, name, false); err != nil {
+			return false, fmt.Errorf("remove sandbox %s: %w", name, err)
+		}
 	}
 	if err := m.Driver.Remove(ctx, name); err != nil {
 		return false, fmt.Errorf("remove sandbox %s: %w", name, err)

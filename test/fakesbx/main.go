@@ -1,21 +1,27 @@
 // Command fakesbx implements the subset of the Docker Sandboxes CLI (`sbx`) that Jam's driver
 // uses, over a state directory, so tests run the REAL driver: version, ls [--json], create,
 // exec [-i] [-e K=V]... [--env-file F]... [-w DIR] NAME CMD..., stop, rm [-f], policy
-// (allow|rm|check|ls network), secret ls. A sandbox is a directory; exec runs the command as a
-// real child process with HOME at the sandbox's home and only the -e / --env-file values (no
-// ambient environment but PATH), and stop / rm kill what runs in the sandbox, as a microVM's
-// stop would.
+// (allow|rm|check|ls network; ls filters by --sandbox, showing global rules too), secret ls.
+// A sandbox is a directory; exec runs the command as a real child process with HOME at the
+// sandbox's home and only the -e / --env-file values (no ambient environment but PATH), and
+// stop / rm kill what runs in the sandbox, as a microVM's stop would. Policy rule ids are
+// never reused.
 //
 // Environment: FAKESBX_STATE (required) is the state directory; FAKESBX_VERSION the reported
 // release (default 0.38.0); FAKESBX_FAIL a comma list of failures to inject: daemon (every
 // command but version fails as if the daemon were down), create, rm, noise (ls prints a notice
 // line before its JSON), bare (ls prints a bare array, as old releases did), nonce (every exec
 // first overwrites the guest's owner marker with a nonce Jam did not write, as a tampering
-// guest would), stop (stop fails); FAKESBX_SLOW_CREATE seconds create sleeps before it
-// finishes; FAKESBX_HANG_AFTER_CREATE seconds it waits after the sandbox exists before it
-// reports success (the window in which a killed worker leaves a sandbox without its marker).
-// FAKESBX_LOG, when set, is a file every invocation's arguments are appended to (a
-// line each), so tests can prove what was and was not run. FAKESBX_STORED_SERVICES is the `secret ls` table: a comma list of SCOPE:SERVICE
+// guest would), stop (stop fails), allowcrash (policy allow adds its rules, then exits 137
+// before answering, as a worker killed between the add and its journal write would see);
+// FAKESBX_ALLOWCRASH_ONCE a comma list of targets whose first allow crashes that way;
+// FAKESBX_GOVERNANCE_DENY a comma list of targets the organisation's governance forbids
+// (check reports "governance":"denied" and says so on stderr, allow refuses with exit 3);
+// FAKESBX_SLOW_CREATE seconds create sleeps before it finishes; FAKESBX_HANG_AFTER_CREATE
+// seconds it waits after the sandbox exists before it reports success (the window in which a
+// killed worker leaves a sandbox without its marker). FAKESBX_LOG, when set, is a file every
+// invocation's arguments are appended to (a line each), so tests can prove what was and was
+// not run. FAKESBX_STORED_SERVICES is the `secret ls` table: a comma list of SCOPE:SERVICE
 // (scope "global" or a sandbox name; its name is not secret-like, so Jam's sbx client
 // environment passes it); secret values are never stored. FAKESBX_SERVICE_ENV
 // (SERVICE=VAR, comma separated) names the variable a stored service secret sets, to a
@@ -305,8 +311,10 @@ func (s store) killProcs(name string) {
 	}
 }
 
-// policy keeps network rules per sandbox (or global) in policy.json: allow adds a rule with
-// a new id, rm removes by id or resource, check answers allowed/denied, ls lists.
+// policy keeps network rules (per sandbox, or global) in policy.json: allow adds a rule with
+// an id never used before (a counter in policy.seq), rm removes by id or resource, check
+// answers allowed/denied (and governance), ls lists the sandbox's rules and the global ones.
+// One lock file serializes every policy command, as Docker's daemon does.
 func (s store) policy(args []string) {
 	if len(args) < 1 {
 		fail(2, "usage: sbx policy allow|rm|check|ls ...")
@@ -316,7 +324,12 @@ func (s store) policy(args []string) {
 		Scope    string `json:"scope"`
 		Resource string `json:"resource"`
 	}
-	path := filepath.Join(filepath.Dir(s.dir), "policy.json")
+	state := filepath.Dir(s.dir)
+	if lock, err := os.OpenFile(filepath.Join(state, "policy.lock"), os.O_CREATE|os.O_RDWR, 0o600); err == nil {
+		_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX)
+		defer lock.Close()
+	}
+	path := filepath.Join(state, "policy.json")
 	var rules []rule
 	if b, err := os.ReadFile(path); err == nil {
 		_ = json.Unmarshal(b, &rules)
@@ -325,13 +338,13 @@ func (s store) policy(args []string) {
 	if len(rest) > 0 && rest[0] == "network" {
 		rest = rest[1:]
 	}
-	scope, id, resource, asJSON := "global", "", "", false
+	scope, id, resource, asJSON, scoped := "global", "", "", false, false
 	var positional []string
 	for i := 0; i < len(rest); i++ {
 		switch rest[i] {
 		case "--sandbox":
 			i++
-			scope = rest[i]
+			scope, scoped = rest[i], true
 		case "--id":
 			i++
 			id = rest[i]
@@ -355,10 +368,34 @@ func (s store) policy(args []string) {
 	case "allow":
 		for _, res := range positional {
 			for _, r := range strings.Split(res, ",") {
-				rules = append(rules, rule{ID: fmt.Sprintf("rule-%d", len(rules)+1), Scope: scope, Resource: r})
+				if governed(r) {
+					fail(3, "ERROR: the organisation's governance policy denies network access to "+r)
+				}
 			}
 		}
+		seqPath := filepath.Join(state, "policy.seq")
+		seq := 0
+		if b, err := os.ReadFile(seqPath); err == nil {
+			seq, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		var added []string
+		for _, res := range positional {
+			for _, r := range strings.Split(res, ",") {
+				seq++
+				rules = append(rules, rule{ID: fmt.Sprintf("rule-%d", seq), Scope: scope, Resource: r})
+				added = append(added, r)
+			}
+		}
+		if err := writeAtomic(seqPath, []byte(strconv.Itoa(seq))); err != nil {
+			fail(1, err.Error())
+		}
 		save()
+		for _, r := range added {
+			if injected("allowcrash") || crashOnce(state, r) {
+				// The rule exists, but whoever asked never hears so: a killed worker.
+				os.Exit(137)
+			}
+		}
 	case "rm":
 		kept := rules[:0]
 		for _, r := range rules {
@@ -373,14 +410,23 @@ func (s store) policy(args []string) {
 		if len(positional) != 1 {
 			fail(2, "usage: sbx policy check network [--sandbox S] [--json] TARGET")
 		}
-		allowed := false
+		target := positional[0]
+		allowed, governance := false, ""
 		for _, r := range rules {
-			if r.Resource == positional[0] && (r.Scope == "global" || r.Scope == scope) {
+			if r.Resource == target && (r.Scope == "global" || r.Scope == scope) {
 				allowed = true
 			}
 		}
+		if governed(target) {
+			allowed, governance = false, "denied"
+			fmt.Fprintln(os.Stderr, "the organisation's governance policy denies network access to "+target)
+		}
 		if asJSON {
-			b, _ := json.Marshal(map[string]any{"target": positional[0], "allowed": allowed})
+			out := map[string]any{"target": target, "allowed": allowed}
+			if governance != "" {
+				out["governance"] = governance
+			}
+			b, _ := json.Marshal(out)
 			fmt.Println(string(b))
 		} else if allowed {
 			fmt.Println("allowed")
@@ -388,11 +434,36 @@ func (s store) policy(args []string) {
 			fmt.Println("denied")
 		}
 	case "ls":
-		b, _ := json.Marshal(map[string]any{"rules": rules})
+		shown := []rule{}
+		for _, r := range rules {
+			if !scoped || r.Scope == "global" || r.Scope == scope {
+				shown = append(shown, r)
+			}
+		}
+		b, _ := json.Marshal(map[string]any{"rules": shown})
 		fmt.Println(string(b))
 	default:
 		fail(2, "unknown policy command "+verb)
 	}
+}
+
+// governed reports whether FAKESBX_GOVERNANCE_DENY lists target.
+func governed(target string) bool {
+	return slices.Contains(strings.Split(os.Getenv("FAKESBX_GOVERNANCE_DENY"), ","), target)
+}
+
+// crashOnce reports whether FAKESBX_ALLOWCRASH_ONCE lists target and its allow has not
+// crashed yet (remembered in the state directory, so the retry succeeds).
+func crashOnce(state, target string) bool {
+	if !slices.Contains(strings.Split(os.Getenv("FAKESBX_ALLOWCRASH_ONCE"), ","), target) {
+		return false
+	}
+	done := filepath.Join(state, "allowcrash-"+strings.ReplaceAll(target, ":", "_"))
+	if _, err := os.Stat(done); err == nil {
+		return false
+	}
+	_ = os.WriteFile(done, nil, 0o600)
+	return true
 }
 
 // secret answers `secret ls [SANDBOX] [-g] [--service S]` from FAKESBX_STORED_SERVICES as the real
