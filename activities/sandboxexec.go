@@ -58,6 +58,9 @@ func (r *Runtimes) sandboxLaunch(ctx context.Context, hs domain.HostSession, row
 	if err := ProvisionWorkspace(ctx, r.Store, r.Layout, h, hs); err != nil {
 		return launch{}, err
 	}
+	if err := r.templateRepositories(ctx, h, hs); err != nil {
+		return launch{}, err
+	}
 	act, err := r.activate(ctx, h, hs, row.Provider)
 	if err != nil {
 		return launch{}, err

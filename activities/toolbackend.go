@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/questions"
@@ -30,6 +31,8 @@ type ToolBackend struct {
 	// Poke wakes one room session (nil: Reconcile will).
 	Poke func(ctx context.Context, b domain.Binding) error
 	Log  *slog.Logger
+	// Temporal starts the workspace operations of the repository tools (nil: refused).
+	Temporal client.Client
 }
 
 var _ tools.Backend = (*ToolBackend)(nil)

@@ -30,6 +30,7 @@ type BeginWorkspaceOpInput struct {
 	ExportID     uuid.UUID               `json:"export_id,omitempty"`
 	Retention    domain.ArchiveRetention `json:"retention,omitempty"`
 	ForceDiscard bool                    `json:"force_discard,omitempty"`
+	Repo         *domain.RepoRequest     `json:"repo,omitempty"`
 }
 
 // BeginWorkspaceOpResult is the running operation the workflow carries out: a new one, or
@@ -69,6 +70,9 @@ func (w *WorkspaceRecords) BeginWorkspaceOp(ctx context.Context, in BeginWorkspa
 	if err != nil {
 		return out, err
 	}
+	if running, err = w.failInterruptedRepoOp(ctx, running); err != nil {
+		return out, err
+	}
 	if running != nil {
 		intent, err := domain.DecodeWorkspaceOpIntent(running.Intent)
 		if err != nil {
@@ -89,7 +93,7 @@ func (w *WorkspaceRecords) BeginWorkspaceOp(ctx context.Context, in BeginWorkspa
 		}
 		return out, nil
 	}
-	intent := domain.WorkspaceOpIntent{Action: in.Action, ExportID: in.ExportID, Retention: in.Retention, ForceDiscard: in.ForceDiscard}
+	intent := domain.WorkspaceOpIntent{Action: in.Action, ExportID: in.ExportID, Retention: in.Retention, ForceDiscard: in.ForceDiscard, Repo: in.Repo}
 	if err := w.admit(ctx, ws, host, &intent); err != nil {
 		return out, err
 	}
@@ -184,6 +188,9 @@ func (w *WorkspaceRecords) admit(ctx context.Context, ws domain.ManagedWorkspace
 			return refuse("export %s is already deleted", e.ID)
 		}
 	case domain.WorkspaceActionRetryReconcile:
+	case domain.WorkspaceActionClone, domain.WorkspaceActionBranch, domain.WorkspaceActionCommit, domain.WorkspaceActionPush,
+		domain.WorkspaceActionPullRequest, domain.WorkspaceActionChecks:
+		return w.admitRepo(ctx, ws, host, intent)
 	default:
 		return refuse("unknown action %q", intent.Action)
 	}
@@ -324,5 +331,57 @@ func (w *WorkspaceRecords) revivable(ctx context.Context, host domain.RuntimeHos
 			return refuse("runtime host %s is %s and the agent now has another live Shared host %s", host.ID, host.State, h.ID)
 		}
 	}
+	return nil
+}
+
+// failInterruptedRepoOp ends a repository operation found running as Failed: the caller
+// holds the workspace's one WorkspaceOp workflow, so nothing is running it any more — a
+// crash cut it, and a push or pull request is never replayed from its intent. Anything else
+// running is returned as it was.
+func (w *WorkspaceRecords) failInterruptedRepoOp(ctx context.Context, running *domain.WorkspaceOperation) (*domain.WorkspaceOperation, error) {
+	if running == nil {
+		return nil, nil
+	}
+	intent, err := domain.DecodeWorkspaceOpIntent(running.Intent)
+	if err != nil || !intent.Action.IsRepoAction() || intent.Template {
+		// A template clone is run by the runtime's preparation, which finishes it (or, after
+		// a crash, fails it) itself.
+		return running, nil
+	}
+	now := time.Now()
+	op := *running
+	op.State, op.ResultClass, op.FinishedAt, op.UpdatedAt = domain.OpFailed, domain.ResultInterrupted, &now, now
+	op.Error = "interrupted before it finished (the worker running it stopped); it is not replayed: check the repository and ask again"
+	if _, err := w.Store.UpsertWorkspaceOperation(ctx, op); err != nil {
+		return nil, fmt.Errorf("fail interrupted %s operation %s: %w", op.Kind, op.ID, err)
+	}
+	return nil, nil
+}
+
+// admitRepo checks a repository operation against the records: a managed workspace with
+// live bytes, its request valid, a commit's author the agent the workspace belongs to.
+func (w *WorkspaceRecords) admitRepo(ctx context.Context, ws domain.ManagedWorkspace, host domain.RuntimeHost, intent *domain.WorkspaceOpIntent) error {
+	if ws.Source != domain.WorkspaceManaged {
+		return refuse("workspace %s is %s: repository operations run in managed workspaces", ws.ID, ws.Source)
+	}
+	if ws.State == domain.WorkspaceArchived {
+		return refuse("workspace %s is archived: restore it before working in it", ws.ID)
+	}
+	if intent.Repo == nil {
+		return contract.Fail("a repository operation needs its request", domain.ErrTypeValidation, nil)
+	}
+	req := *intent.Repo
+	if intent.Action == domain.WorkspaceActionCommit {
+		a, err := w.Store.GetAgent(ctx, host.AgentID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		a.ID = host.AgentID
+		req.AuthorName, req.AuthorEmail = domain.RepoAuthor(a)
+	}
+	if err := domain.ValidateRepoRequest(intent.Action, &req); err != nil {
+		return contract.Fail(err.Error(), domain.ErrTypeValidation, err)
+	}
+	intent.Repo = &req
 	return nil
 }

@@ -179,7 +179,7 @@ func (s *Server) createAgent(c *gin.Context) error {
 		}
 	}
 	if req.Kind == domain.AgentOwned && req.Template != nil {
-		if err := s.requireAdapter(c.Request.Context(), *req.Template); err != nil {
+		if err := s.requireRunnable(c.Request.Context(), *req.Template); err != nil {
 			return err
 		}
 	}

@@ -58,7 +58,7 @@ func (s *Server) createTemplate(c *gin.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if err := s.requireAdapter(c.Request.Context(), req.TemplateConfig); err != nil {
+	if err := s.requireRunnable(c.Request.Context(), req.TemplateConfig); err != nil {
 		return err
 	}
 	t, err := s.cfg.Store.CreateTemplate(c.Request.Context(), domain.Template{ID: uuid.New(), AgentID: a.ID,
@@ -139,7 +139,7 @@ func (s *Server) saveTemplate(c *gin.Context) error {
 		return validationError(domain.Validations{{Field: "apply_mode", Detail: "want one of " + strings.Join(domain.ApplyModes.Strings(), ", ")}})
 	}
 	ctx := c.Request.Context()
-	if err := s.requireAdapter(ctx, req.TemplateConfig); err != nil {
+	if err := s.requireRunnable(ctx, req.TemplateConfig); err != nil {
 		return err
 	}
 	var saved domain.Template
@@ -185,10 +185,17 @@ func (s *Server) saveTemplate(c *gin.Context) error {
 	return nil
 }
 
-// requireAdapter refuses a template no live node can run: with nodes live and none of them
-// having an adapter for its transport, every room made from it would fail. With no live
-// node nothing can be judged, and the save stands.
-func (s *Server) requireAdapter(ctx context.Context, cfg domain.TemplateConfig) error {
+// requireRunnable refuses a template no live node can run. A Docker environment
+// configuration source is refused outright: creating a sandbox through `sbx env create` with
+// the operator's files (a supervised PTY child, rollback of Jam's overlay) is not built, and
+// running a plain `sbx create` instead would silently ignore the operator's files. With
+// nodes live and none of them having an adapter for its transport, every room made from it
+// would fail; with no live node nothing can be judged, and the save stands.
+func (s *Server) requireRunnable(ctx context.Context, cfg domain.TemplateConfig) error {
+	if cfg.Sandbox.Enabled && cfg.Sandbox.ConfigurationSource == domain.ConfigDockerEnvironment {
+		return &Error{Status: http.StatusUnprocessableEntity, Code: domain.CodePrecondition,
+			Message: "configuration_source docker_environment is not supported yet: Jam would not apply the environment files; use jam_managed"}
+	}
 	row, ok := domain.LookupTransport(cfg.Transport)
 	if !ok || !row.Owned {
 		return nil // the validator refuses it

@@ -51,11 +51,14 @@ type WorkspaceOpRequest struct {
 // WorkspaceOpBody is the result of a finished workspace operation (the operation resource's
 // result).
 type WorkspaceOpBody struct {
-	Operation  *domain.WorkspaceOperation `json:"operation,omitempty"`
-	Export     *domain.WorkspaceExport    `json:"export,omitempty"`
-	Blockers   []string                   `json:"blockers,omitempty"`
-	Resumed    bool                       `json:"resumed,omitempty"`
-	WorkflowID string                     `json:"workflow_id"`
+	Operation *domain.WorkspaceOperation `json:"operation,omitempty"`
+	Export    *domain.WorkspaceExport    `json:"export,omitempty"`
+	Blockers  []string                   `json:"blockers,omitempty"`
+	Resumed   bool                       `json:"resumed,omitempty"`
+	// Repository is a repository operation's result: the commit, the pull request URL or
+	// the checks table.
+	Repository *domain.RepoResult `json:"repository,omitempty"`
+	WorkflowID string             `json:"workflow_id"`
 }
 
 // OperationBody is one workspace operation with its journal.
@@ -250,7 +253,7 @@ func (s *Server) renderWorkspaceOp(_ context.Context, raw json.RawMessage) (any,
 		return nil, fmt.Errorf("decode workspace operation result: %w", err)
 	}
 	return WorkspaceOpBody{WorkflowID: contract.WorkspaceOpID(out.Operation.WorkspaceID), Operation: &out.Operation,
-		Export: out.Export, Blockers: out.Blockers, Resumed: out.Resumed}, nil
+		Export: out.Export, Blockers: out.Blockers, Resumed: out.Resumed, Repository: out.Repository}, nil
 }
 
 // CleanupRequest is the body of POST /v1/hosts/{id}/cleanup.

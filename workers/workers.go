@@ -157,12 +157,15 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	asker := activities.BrokerAsker{Broker: &questions.Broker{Store: cfg.Store, Timeout: cfg.QuestionTimeout,
 		Log: cfg.Logger.With("component", "questions")}}
 	toolBackend := &activities.ToolBackend{Store: cfg.Store, Questions: asker, Poke: starter.Poke,
-		Log: cfg.Logger.With("component", "tools")}
+		Log: cfg.Logger.With("component", "tools"), Temporal: cfg.Client}
 	if w.mcp, err = startMCP(cfg.MCP, cfg.DataDir, cfg.Logger.With("component", "mcp")); err != nil {
 		return nil, err
 	}
 	sbx := &activities.Sandbox{Store: cfg.Store, Layout: layout, Sbx: cfg.Sbx.Sbx, PATH: cfg.Sbx.PATH,
 		Env: sandbox.HostEnv(cfg.Env)}
+	if ep := w.mcp.endpoints(); ep != nil && ep.Server != nil {
+		sbx.ToolTarget = ep.GuestTarget
+	}
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
 	w.node.RegisterActivity(sbx)
 	w.node.RegisterActivity(&activities.Checkpoints{Store: cfg.Store, Layout: layout})
@@ -241,8 +244,10 @@ func Workflows() map[string]any {
 		contract.TypeTemplateApply:        workflows.TemplateApply,
 		contract.TypeHostCleanup:          workflows.HostCleanup,
 		contract.TypeHostMeasure:          workflows.HostMeasure,
+		contract.TypeHostNetwork:          workflows.HostNetwork,
 		contract.TypeCleanupInspection:    workflows.CleanupInspection,
 		contract.TypeRemovalInspection:    workflows.RemovalInspection,
+		contract.TypeGitHubReadiness:      workflows.GitHubReadiness,
 	}
 }
 

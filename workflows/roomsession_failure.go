@@ -30,6 +30,12 @@ var permanentStartErrors = map[domain.ErrorType]domain.FailureClass{
 	domain.ErrTypeOwnershipMismatch:    domain.FailureSandbox,
 	domain.ErrTypeIncompatibleHost:     domain.FailureSandbox,
 	domain.ErrTypeWorkspaceCorrupt:     domain.FailureSandbox,
+	// New with template repositories and the network journal: no recorded history carries
+	// these types, so holding the session on them changes no replayed command sequence.
+	domain.ErrTypeRepoCommandFailed: domain.FailureRepository,
+	// A sandbox's network refused by organisation governance: an administrator's change,
+	// then a restart or template save, lets it start.
+	domain.ErrTypeNetworkDenied: domain.FailureSandbox,
 }
 
 // permanentClass is the failure class of a start error retrying cannot fix.

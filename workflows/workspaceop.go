@@ -39,7 +39,7 @@ func WorkspaceOp(ctx workflow.Context, in contract.WorkspaceOpInput) (contract.W
 	})
 	var begin activities.BeginWorkspaceOpResult
 	if err := workflow.ExecuteActivity(jam, rec.BeginWorkspaceOp, activities.BeginWorkspaceOpInput{Workspace: in.Workspace,
-		Action: in.Action, ExportID: in.ExportID, Retention: in.Retention, ForceDiscard: in.ForceDiscard}).Get(ctx, &begin); err != nil {
+		Action: in.Action, ExportID: in.ExportID, Retention: in.Retention, ForceDiscard: in.ForceDiscard, Repo: in.Repo}).Get(ctx, &begin); err != nil {
 		return contract.WorkspaceOpResult{}, err
 	}
 	out := contract.WorkspaceOpResult{Operation: begin.Op, Resumed: begin.Resumed}
@@ -54,6 +54,13 @@ func WorkspaceOp(ctx workflow.Context, in contract.WorkspaceOpInput) (contract.W
 		}),
 		ref: contract.WorkspaceRef{Workspace: begin.Workspace.ID, Host: begin.Workspace.RuntimeHostID,
 			Session: begin.Workspace.RuntimeSessionID, Export: begin.Intent.ExportID},
+	}
+	if begin.Intent.Action.IsRepoAction() {
+		// A new kind of step, reached only by requests that name it: no recorded history
+		// takes this branch, so it needs no version gate.
+		err := r.repository()
+		stage = domain.StageDone
+		return out, err
 	}
 	var err error
 	switch begin.Intent.Action {
@@ -183,6 +190,46 @@ func (r *workspaceRun) deleteExport() error {
 	}
 	return r.finish(activities.FinishWorkspaceOpInput{State: domain.OpSucceeded, ResultClass: domain.ResultExportDeleted})
 }
+
+// repoResults are the result classes of the repository actions.
+var repoResults = map[domain.WorkspaceAction]string{
+	domain.WorkspaceActionClone: domain.ResultCloned, domain.WorkspaceActionBranch: domain.ResultBranched,
+	domain.WorkspaceActionCommit: domain.ResultCommitted, domain.WorkspaceActionPush: domain.ResultPushed,
+	domain.WorkspaceActionPullRequest: domain.ResultPullRequest, domain.WorkspaceActionChecks: domain.ResultChecked,
+}
+
+// repository runs git or gh once in the session's workspace. The step is never retried: a
+// push or a pull request cut by a crash (its heartbeat stops) is recorded Failed, and a new
+// request runs it again if the operator or agent still wants it.
+func (r *workspaceRun) repository() error {
+	var w *activities.Workspaces
+	*r.stage = domain.StageRepository
+	once := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+		TaskQueue:           contract.NodeTaskQueue(r.begin.Host.Node),
+		StartToCloseTimeout: repoStepTimeout, HeartbeatTimeout: runtimeHeartbeat,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var res domain.RepoResult
+	err := workflow.ExecuteActivity(once, w.RunRepoOp, activities.RepoOpInput{Ref: r.ref, Action: r.begin.Intent.Action,
+		Request: *r.begin.Intent.Repo}).Get(r.ctx, &res)
+	if err != nil {
+		msg := "the worker running it stopped before it finished; it is not replayed: check the repository and ask again"
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) {
+			msg = app.Message()
+		}
+		if ferr := r.finish(activities.FinishWorkspaceOpInput{State: domain.OpFailed, ResultClass: domain.ResultFailed,
+			Error: domain.Truncate(msg, 2048)}); ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		return err
+	}
+	r.out.Repository = &res
+	return r.finish(activities.FinishWorkspaceOpInput{State: domain.OpSucceeded, ResultClass: repoResults[r.begin.Intent.Action]})
+}
+
+// repoStepTimeout bounds one repository step: the longest call (a clone) and its checks.
+const repoStepTimeout = 12 * time.Minute
 
 func (r *workspaceRun) finish(in activities.FinishWorkspaceOpInput) error {
 	var rec *activities.WorkspaceRecords

@@ -69,7 +69,7 @@ func (d *directives) apply(name, arg string) bool {
 		}
 	case "save-mcp":
 		d.saveMCP = true
-	case "reply-tool", "noreply-tool", "send-tool", "context-tool", "ask-tool", "retry-tool":
+	case "reply-tool", "noreply-tool", "send-tool", "context-tool", "ask-tool", "retry-tool", "call-tool":
 		d.toolCalls = append(d.toolCalls, toolCall{kind: strings.TrimSuffix(strings.ToLower(name), "-tool"), arg: arg})
 	default:
 		return false

@@ -124,7 +124,7 @@ func lastMessageID(text string) string {
 
 // toolCall is one [[...-tool]] directive.
 type toolCall struct {
-	kind string // reply, noreply, send, context, ask, retry
+	kind string // reply, noreply, send, context, ask, retry, call
 	arg  string
 }
 
@@ -155,6 +155,14 @@ func (a *agent) runTools(ctx context.Context, servers []mcpServer, calls []toolC
 		case "ask":
 			text, isErr, err = a.callTool(ctx, servers, "jam_ask_question", map[string]any{"question": c.arg}, "")
 			text = "answer: " + text
+		case "call":
+			// [[call-tool NAME {json args}]]: any tool Jam offers, by name.
+			name, raw, _ := strings.Cut(strings.TrimSpace(c.arg), " ")
+			var args map[string]any
+			if jerr := json.Unmarshal([]byte(raw), &args); jerr != nil {
+				return nil, false, fmt.Errorf("call-tool %s: arguments: %w", name, jerr)
+			}
+			text, isErr, err = a.callTool(ctx, servers, name, args, "")
 		case "retry":
 			id := fmt.Sprintf("call-%d-%s", i, msg)
 			var first string

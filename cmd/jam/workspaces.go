@@ -14,7 +14,7 @@ import (
 )
 
 func newWorkspaceCmd(_ *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "workspace", Short: "Managed workspaces: archive, export, restore and delete exports"}
+	cmd := &cobra.Command{Use: "workspace", Short: "Managed workspaces: repositories, archive, export, restore and delete exports"}
 	cf := addClientFlags(cmd)
 	var host string
 	list := &cobra.Command{
@@ -117,7 +117,7 @@ run ` + "`jam session restart`" + ` to bring it back.`,
 			return showJSON(cf, cmd, "/v1/workspaces/"+url.PathEscape(args[0])+"/operations/"+url.PathEscape(args[1]))
 		},
 	}
-	cmd.AddCommand(list, show, removal, archive, export, restore, deleteExport, reconcile, operation)
+	cmd.AddCommand(list, show, removal, archive, export, restore, deleteExport, reconcile, operation, workspaceRepoCmd(cf))
 	return cmd
 }
 

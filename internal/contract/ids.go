@@ -28,6 +28,7 @@ const (
 	TypeContinuityInspection = "ContinuityInspection"
 	TypeCleanupInspection    = "CleanupInspection"
 	TypeHostMeasure          = "HostMeasure"
+	TypeHostNetwork          = "HostNetwork"
 	TypeRemovalInspection    = "RemovalInspection"
 )
 
@@ -145,6 +146,12 @@ func HostMeasureID(host uuid.UUID) string { return uuidID(TypeHostMeasure, host)
 // ParseHostMeasureID inverts HostMeasureID.
 func ParseHostMeasureID(id string) (uuid.UUID, error) { return parseUUIDID(TypeHostMeasure, id) }
 
+// HostNetworkID inspects one runtime host's sandbox network on its node.
+func HostNetworkID(host uuid.UUID) string { return uuidID(TypeHostNetwork, host) }
+
+// ParseHostNetworkID inverts HostNetworkID.
+func ParseHostNetworkID(id string) (uuid.UUID, error) { return parseUUIDID(TypeHostNetwork, id) }
+
 // RemovalInspectionID is the removal inspection of one workspace.
 func RemovalInspectionID(workspace uuid.UUID) string { return uuidID(TypeRemovalInspection, workspace) }
 
@@ -187,7 +194,7 @@ func parseNodeID(typ, id string) (string, error) {
 // WorkflowTypes are every Jam workflow type.
 var WorkflowTypes = []string{TypeRoomSession, TypeReconcile, TypeRuntimeHost, TypeTemplateApply, TypeWorkspaceOp,
 	TypeHostCleanup, TypeContinuityReset, TypeCheckpointDeletion, TypeNodeProbe, TypeSandboxProbe, TypeSandboxInventory,
-	TypeContinuityInspection, TypeCleanupInspection, TypeHostMeasure, TypeRemovalInspection}
+	TypeContinuityInspection, TypeCleanupInspection, TypeHostMeasure, TypeRemovalInspection, TypeHostNetwork, TypeGitHubReadiness}
 
 // IsWorkflowType reports whether name is a Jam workflow type.
 func IsWorkflowType(name string) bool {

@@ -42,7 +42,9 @@ var startPolicies = map[string]StartPolicy{
 	TypeContinuityInspection: probe(ContinuityInspectionTimeout),
 	TypeCleanupInspection:    probe(CleanupInspectionTimeout),
 	TypeHostMeasure:          probe(HostMeasureTimeout),
+	TypeHostNetwork:          probe(HostNetworkTimeout),
 	TypeRemovalInspection:    probe(RemovalInspectionTimeout),
+	TypeGitHubReadiness:      probe(GitHubReadinessTimeout),
 }
 
 func probe(bound time.Duration) StartPolicy {

@@ -280,6 +280,8 @@ type WorkspaceOpInput struct {
 	ForceDiscard bool                    `json:"force_discard,omitempty"`
 	// ConfirmPermanent is delete_export's own confirmation.
 	ConfirmPermanent bool `json:"confirm_permanent,omitempty"`
+	// Repo is a repository operation's request (validated by the API).
+	Repo *domain.RepoRequest `json:"repo,omitempty"`
 }
 
 // WorkspaceOpResult is the finished operation, the export it made or restored, and, for a
@@ -290,4 +292,6 @@ type WorkspaceOpResult struct {
 	Blockers  []string                  `json:"blockers,omitempty"`
 	// Resumed: an interrupted operation was finished rather than a new one started.
 	Resumed bool `json:"resumed,omitempty"`
+	// Repository is what a repository operation produced.
+	Repository *domain.RepoResult `json:"repository,omitempty"`
 }

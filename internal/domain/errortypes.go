@@ -37,6 +37,12 @@ const (
 	ErrTypeSuperseded           ErrorType = "superseded"
 	ErrTypeEvidenceChanged      ErrorType = "evidence_changed"
 	ErrTypeNotResettable        ErrorType = "not_resettable"
+	// ErrTypeNetworkDenied: the organisation's governance forbids a target the sandbox needs.
+	ErrTypeNetworkDenied ErrorType = "network_denied"
+	// ErrTypeNetworkAmbiguous: a policy mutation left more than one candidate rule; Jam
+	// claims none and an operator must look.
+	ErrTypeNetworkAmbiguous  ErrorType = "network_policy_ambiguous"
+	ErrTypeRepoCommandFailed ErrorType = "repository_command_failed"
 )
 
 // Error codes of the API's one JSON error shape.
@@ -111,6 +117,10 @@ var errorTable = []ErrorClass{
 	{Type: ErrTypeSuperseded, Status: http.StatusConflict, Code: CodeConflict, Message: "a newer template generation superseded this one"},
 	{Type: ErrTypeEvidenceChanged, Status: http.StatusConflict, Code: CodeConflict, Message: "the continuity evidence changed; inspect again and confirm what you see"},
 	{Type: ErrTypeNotResettable, Status: http.StatusConflict, Code: CodeConflict, Message: "start-fresh is not offered", Worded: true},
+	{Type: ErrTypeNetworkDenied, Status: http.StatusUnprocessableEntity, Code: CodePrecondition, Message: "the organisation's network policy forbids a target the sandbox needs", Worded: true},
+	{Type: ErrTypeNetworkAmbiguous, Status: http.StatusConflict, Code: CodeConflict, Message: "the sandbox's network rules are ambiguous; nothing was claimed", Worded: true},
+	// The operation's record keeps git's or gh's bounded message; the API says only this.
+	{Type: ErrTypeRepoCommandFailed, Status: http.StatusUnprocessableEntity, Code: CodeUpstream, Message: "a git or gh command in the workspace failed; the operation's error says why"},
 }
 
 var errorIndex = func() map[string]ErrorClass {

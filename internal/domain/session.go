@@ -115,10 +115,13 @@ const (
 	// FailureSandbox: the node cannot run the sandbox (no usable sbx, a missing service
 	// secret, a sandbox that is not provably Jam's, an incompatible host).
 	FailureSandbox FailureClass = "sandbox_unavailable"
+	// FailureRepository: one of the template's repositories could not be cloned.
+	FailureRepository FailureClass = "repository_unavailable"
 )
 
 var FailureClasses = NewEnum("failure_class", FailureAdapterMissing, FailureExecutableRefused,
-	FailureExactResumeUnavailable, FailureNotReady, FailureEnvRefused, FailureInvalidConfiguration, FailureSandbox)
+	FailureExactResumeUnavailable, FailureNotReady, FailureEnvRefused, FailureInvalidConfiguration, FailureSandbox,
+	FailureRepository)
 
 func (v *FailureClass) UnmarshalText(b []byte) error { return unmarshalEnum(FailureClasses, b, v) }
 

@@ -27,6 +27,8 @@ const (
 	StageRestoring  WorkflowStage = "restoring"
 	StageDeleting   WorkflowStage = "deleting"
 	StageFinishing  WorkflowStage = "finishing"
+	// StageRepository: a repository operation's git or gh call is running.
+	StageRepository WorkflowStage = "repository"
 	StagePlanning   WorkflowStage = "planning"
 	StageApplying   WorkflowStage = "applying"
 	StageDone       WorkflowStage = "done"
@@ -36,4 +38,4 @@ const (
 var WorkflowStages = NewEnum("workflow_stage", StageLoading, StageServing, StagePreparing, StageSandboxBusy,
 	StageControlling, StageCheckpointing, StageParked, StageParkFailed, StageBeginning, StageStopping, StageInspecting,
 	StageExporting, StagePruning, StageRemoving, StageRestoring, StageDeleting, StageFinishing, StagePlanning,
-	StageApplying, StageDone)
+	StageApplying, StageDone, StageRepository)

@@ -27,6 +27,9 @@ type TemplateConfig struct {
 	IdlePolicy     IdlePolicy        `json:"idle_policy,omitempty"`
 	// IdleSecs overrides the idle-reap threshold for this runtime.
 	IdleSecs *int `json:"idle_secs,omitempty"`
+	// Repositories are cloned into each new session workspace before the room's first turn
+	// (sandboxed, managed workspaces).
+	Repositories []TemplateRepository `json:"repositories,omitempty"`
 }
 
 // SandboxConfig says whether and how a runtime runs inside a Docker Sandboxes microVM.
@@ -165,6 +168,12 @@ func (c TemplateConfig) Validate() error {
 	}
 	if c.IdleSecs != nil && (*c.IdleSecs < 1 || *c.IdleSecs > MaxIdleSecs) {
 		v.Add("idle_secs", fmt.Sprintf("must be between 1 and %d", MaxIdleSecs))
+	}
+	if len(c.Repositories) > 0 {
+		if src := c.Sandbox.WorkspaceSource; !c.Sandbox.Enabled || (src != "" && src != WorkspaceManaged) {
+			v.Add("repositories", "are cloned into a sandboxed runtime's managed workspace: enable the sandbox with a managed workspace")
+		}
+		ValidateTemplateRepositories(c.Repositories, &v)
 	}
 	return v.Err()
 }

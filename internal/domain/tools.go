@@ -15,6 +15,14 @@ const (
 	ToolSendMessage = "jam_send_message"
 	ToolRoomContext = "jam_room_context"
 	ToolAskQuestion = "jam_ask_question"
+	// The repository tools: git and gh in the caller's own workspace, as workspace
+	// operations.
+	ToolRepoClone       = "jam_repo_clone"
+	ToolRepoBranch      = "jam_repo_branch"
+	ToolRepoCommit      = "jam_repo_commit"
+	ToolRepoPush        = "jam_repo_push"
+	ToolRepoPullRequest = "jam_repo_pull_request"
+	ToolRepoChecks      = "jam_repo_checks"
 )
 
 // ToolScope is one authority a runtime tool needs; a runtime session is granted a set.
@@ -29,9 +37,12 @@ const (
 	ScopeRoomRead ToolScope = "room_read"
 	// ScopeAsk: ask a human in the caller's room a question and wait for the answer.
 	ScopeAsk ToolScope = "ask"
+	// ScopeWorkspace: run repository operations in the caller's own managed workspace
+	// (granted to sandboxed runtimes, whose git and gh run in the guest).
+	ScopeWorkspace ToolScope = "workspace"
 )
 
-var ToolScopes = NewEnum("tool_scope", ScopeSettle, ScopeRoomPost, ScopeRoomRead, ScopeAsk)
+var ToolScopes = NewEnum("tool_scope", ScopeSettle, ScopeRoomPost, ScopeRoomRead, ScopeAsk, ScopeWorkspace)
 
 func (v *ToolScope) UnmarshalText(b []byte) error { return unmarshalEnum(ToolScopes, b, v) }
 

@@ -61,10 +61,18 @@ const (
 	WorkspaceActionRestore        WorkspaceAction = "restore"
 	WorkspaceActionDeleteExport   WorkspaceAction = "delete_export"
 	WorkspaceActionRetryReconcile WorkspaceAction = "retry_reconcile"
+	// Repository operations in the session's workspace (git and gh in the guest).
+	WorkspaceActionClone       WorkspaceAction = "clone"
+	WorkspaceActionBranch      WorkspaceAction = "branch"
+	WorkspaceActionCommit      WorkspaceAction = "commit"
+	WorkspaceActionPush        WorkspaceAction = "push"
+	WorkspaceActionPullRequest WorkspaceAction = "pull_request"
+	WorkspaceActionChecks      WorkspaceAction = "checks"
 )
 
 var WorkspaceActions = NewEnum("action", WorkspaceActionArchive, WorkspaceActionExport, WorkspaceActionRestore,
-	WorkspaceActionDeleteExport, WorkspaceActionRetryReconcile)
+	WorkspaceActionDeleteExport, WorkspaceActionRetryReconcile, WorkspaceActionClone, WorkspaceActionBranch,
+	WorkspaceActionCommit, WorkspaceActionPush, WorkspaceActionPullRequest, WorkspaceActionChecks)
 
 func (v *WorkspaceAction) UnmarshalText(b []byte) error { return unmarshalEnum(WorkspaceActions, b, v) }
 
@@ -78,6 +86,18 @@ func (a WorkspaceAction) OpKind() WorkspaceOpKind {
 		return WorkspaceOpExport
 	case WorkspaceActionDeleteExport:
 		return WorkspaceOpRemove
+	case WorkspaceActionClone:
+		return WorkspaceOpClone
+	case WorkspaceActionBranch:
+		return WorkspaceOpBranch
+	case WorkspaceActionCommit:
+		return WorkspaceOpCommit
+	case WorkspaceActionPush:
+		return WorkspaceOpPush
+	case WorkspaceActionPullRequest:
+		return WorkspaceOpPullRequest
+	case WorkspaceActionChecks:
+		return WorkspaceOpChecks
 	default:
 		return WorkspaceOpReconcile
 	}
@@ -92,6 +112,11 @@ type WorkspaceOpIntent struct {
 	ExportID     uuid.UUID        `json:"export_id,omitempty"`
 	Retention    ArchiveRetention `json:"retention,omitempty"`
 	ForceDiscard bool             `json:"force_discard,omitempty"`
+	// Repo is a repository operation's validated request.
+	Repo *RepoRequest `json:"repo,omitempty"`
+	// Template: a clone of one of the template's repositories, run by the runtime's
+	// preparation on its node rather than by the workspace's WorkspaceOp workflow.
+	Template bool `json:"template,omitempty"`
 }
 
 // Encode is the intent as stored.
@@ -122,4 +147,12 @@ const (
 	ResultRemovalBlocked = "removal_blocked"
 	ResultRefused        = "refused"
 	ResultFailed         = "failed"
+	// ResultInterrupted: a repository operation cut by a crash; it is never replayed.
+	ResultInterrupted = "interrupted"
+	ResultCloned      = "cloned"
+	ResultBranched    = "branched"
+	ResultCommitted   = "committed"
+	ResultPushed      = "pushed"
+	ResultPullRequest = "pull_request"
+	ResultChecked     = "checks"
 )

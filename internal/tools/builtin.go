@@ -25,6 +25,8 @@ type Backend interface {
 	RoomContext(ctx context.Context, id Identity, limit int) (RoomContext, error)
 	// Ask asks one human of id's room a question and waits for the answer or the deadline.
 	Ask(ctx context.Context, id Identity, q QuestionRequest) (QuestionAnswer, error)
+	// Repository runs one repository operation in id's own workspace and waits for it.
+	Repository(ctx context.Context, id Identity, action domain.WorkspaceAction, req domain.RepoRequest) (domain.RepoResult, error)
 }
 
 // RoomContext is what jam_room_context answers.
@@ -97,38 +99,50 @@ const (
 
 // Builtin is the registry every owned runtime gets.
 func Builtin() *Registry {
-	r, err := New(
-		Tool{Name: domain.ToolReplyToMessage, Description: replyDescription, Scopes: []domain.ToolScope{domain.ScopeSettle},
+	tools := []Tool{
+		{Name: domain.ToolReplyToMessage, Description: replyDescription, Scopes: []domain.ToolScope{domain.ScopeSettle},
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"message_id":{"type":"string","description":"the id of the message you answer"},` +
 				`"text":{"type":"string","description":"your reply, as it should appear in the room"}},"required":["message_id","text"],"additionalProperties":false}`),
 			Handle: settle},
-		Tool{Name: domain.ToolNoReply, Description: noReplyDescription, Scopes: []domain.ToolScope{domain.ScopeSettle},
+		{Name: domain.ToolNoReply, Description: noReplyDescription, Scopes: []domain.ToolScope{domain.ScopeSettle},
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"message_id":{"type":"string","description":"the id of the message"},` +
 				`"reason":{"type":"string","description":"why it needs no answer"}},"required":["message_id"],"additionalProperties":false}`),
 			Handle: settle},
-		Tool{Name: domain.ToolSendMessage, Description: sendDescription, Scopes: []domain.ToolScope{domain.ScopeRoomPost},
+		{Name: domain.ToolSendMessage, Description: sendDescription, Scopes: []domain.ToolScope{domain.ScopeRoomPost},
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"the message"}},` +
 				`"required":["text"],"additionalProperties":false}`),
 			Handle: sendMessage},
-		Tool{Name: domain.ToolRoomContext, Description: contextDescription, Scopes: []domain.ToolScope{domain.ScopeRoomRead},
+		{Name: domain.ToolRoomContext, Description: contextDescription, Scopes: []domain.ToolScope{domain.ScopeRoomRead},
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"limit":{"type":"integer","minimum":0,"maximum":100,` +
 				`"description":"how many recent messages (default 20)"}},"additionalProperties":false}`),
 			Handle: roomContext},
-		Tool{Name: domain.ToolAskQuestion, Description: askDescription, Scopes: []domain.ToolScope{domain.ScopeAsk},
+		{Name: domain.ToolAskQuestion, Description: askDescription, Scopes: []domain.ToolScope{domain.ScopeAsk},
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string","description":"the question"},` +
 				`"recipient_id":{"type":"string","description":"the participant id of the human you ask (optional when the room has one human)"},` +
 				`"timeout_secs":{"type":"integer","minimum":0,"description":"how long to wait for the answer (0: indefinitely)"}},` +
 				`"required":["question"],"additionalProperties":false}`),
 			Handle: askQuestion},
-	)
+	}
+	tools = append(tools, repoTools()...)
+	r, err := New(tools...)
 	if err != nil {
 		panic(fmt.Sprintf("built-in tools: %v", err)) // a programming error, caught by every test
 	}
 	return r
 }
 
-// AllScopes is what an owned runtime session is granted.
+// AllScopes is every scope there is.
 func AllScopes() []domain.ToolScope { return domain.ToolScopes.Values() }
+
+// RuntimeScopes is what an owned runtime session is granted: everything, but the workspace
+// scope only for a sandboxed runtime (its repository operations run in its guest).
+func RuntimeScopes(sandboxed bool) []domain.ToolScope {
+	out := []domain.ToolScope{domain.ScopeSettle, domain.ScopeRoomPost, domain.ScopeRoomRead, domain.ScopeAsk}
+	if sandboxed {
+		out = append(out, domain.ScopeWorkspace)
+	}
+	return out
+}
 
 // settle stages jam_reply_to_message / jam_no_reply in the caller's running turn.
 func settle(_ context.Context, c Call) (string, error) {

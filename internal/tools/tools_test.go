@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +29,7 @@ type fakeBackend struct {
 	askErr  error
 	sendErr error         // the next send fails with it (once)
 	gate    chan struct{} // when set, a send waits for it
+	repos   []domain.RepoRequest
 }
 
 func (b *fakeBackend) Current(_ context.Context, id Identity) error {
@@ -67,6 +69,13 @@ func (b *fakeBackend) Ask(_ context.Context, _ Identity, q QuestionRequest) (Que
 	return b.answer, b.askErr
 }
 
+func (b *fakeBackend) Repository(_ context.Context, _ Identity, action domain.WorkspaceAction, req domain.RepoRequest) (domain.RepoResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.repos = append(b.repos, req)
+	return domain.RepoResult{Dir: req.Dir, Branch: string(action)}, nil
+}
+
 // stagerFunc stages through a real settlement.
 type stagerOf struct{ s *provider.Settlement }
 
@@ -80,7 +89,7 @@ func newSession(t *testing.T, gen int64, scopes ...domain.ToolScope) (*Session, 
 	msg := provider.Message{ID: uuid.New(), AuthorKind: domain.ParticipantHuman, AuthorName: "ada", Text: "hi"}
 	be := &fakeBackend{current: gen}
 	if len(scopes) == 0 {
-		scopes = AllScopes()
+		scopes = RuntimeScopes(false)
 	}
 	s := Builtin().Session(Identity{AgentID: uuid.New(), RoomID: uuid.New(), RuntimeSession: uuid.New(), Generation: gen}, be, scopes...)
 	s.Bind(stagerOf{provider.NewSettlement([]provider.Message{msg}, provider.SettlementOptions{DispositionCapable: true, ExplicitDisposition: true})})
@@ -110,8 +119,8 @@ func TestRegistryRefusesDuplicateNamesBadSchemasAndUnknownScopes(t *testing.T) {
 			t.Errorf("%s: registry accepted", name)
 		}
 	}
-	if got := len(Builtin().Tools()); got != 5 {
-		t.Fatalf("built-in tools = %d, want 5", got)
+	if got := len(Builtin().Tools()); got != 11 {
+		t.Fatalf("built-in tools = %d, want 11", got)
 	}
 }
 
@@ -354,4 +363,36 @@ func TestTheStdioBridgeForwardsToTheRuntimesEndpoint(t *testing.T) {
 	_ = cs.Close()
 	cancel()
 	<-done
+}
+
+// The repository tools are offered only with the workspace scope (a sandboxed runtime);
+// their arguments are validated before the backend is asked, and no workspace, author or
+// other scope can be named.
+func TestRepositoryToolsNeedTheWorkspaceScopeAndValidateBeforeRunning(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	host, _, _ := newSession(t, 1, RuntimeScopes(false)...)
+	if host.Has(domain.ToolRepoClone) {
+		t.Fatal("a host-native runtime is offered the repository tools")
+	}
+	if res := host.Call(ctx, "c0", domain.ToolRepoClone, json.RawMessage(`{"url":"https://github.com/o/r"}`)); !res.IsError {
+		t.Fatalf("an ungranted repository tool ran: %+v", res)
+	}
+	s, be, _ := newSession(t, 1, RuntimeScopes(true)...)
+	for i, bad := range []string{`{"url":"ext::sh -c id"}`, `{"url":"-uhack"}`, `{"url":"/etc"}`, `{"url":"https://github.com/o/r","dir":"../x"}`,
+		`{"url":"https://github.com/o/r","workspace":"other"}`, `{"url":"https://github.com/o/r","author_name":"someone else"}`} {
+		if res := s.Call(ctx, fmt.Sprintf("bad-%d", i), domain.ToolRepoClone, json.RawMessage(bad)); !res.IsError {
+			t.Fatalf("%s: accepted: %+v", bad, res)
+		}
+	}
+	if res := s.Call(ctx, "b1", domain.ToolRepoBranch, json.RawMessage(`{"dir":"r","branch":"-d"}`)); !res.IsError {
+		t.Fatalf("a branch named -d: %+v", res)
+	}
+	if len(be.repos) != 0 {
+		t.Fatalf("refused calls reached the backend: %+v", be.repos)
+	}
+	res := s.Call(ctx, "ok", domain.ToolRepoClone, json.RawMessage(`{"url":"https://github.com/o/widget.git"}`))
+	if res.IsError || !strings.Contains(res.Text, `"dir":"widget"`) || len(be.repos) != 1 || be.repos[0].URL != "https://github.com/o/widget.git" {
+		t.Fatalf("clone: %+v %+v", res, be.repos)
+	}
 }
