@@ -102,12 +102,7 @@ func (r *Runtimes) failInterruptedTemplateClone(ctx context.Context, session uui
 	if err != nil || !intent.Template {
 		return nil
 	}
-	now := time.Now()
-	op := *running
-	op.State, op.ResultClass, op.FinishedAt, op.UpdatedAt = domain.OpFailed, domain.ResultInterrupted, &now, now
-	op.Error = "interrupted before it finished (the worker running it stopped); it is not replayed"
-	_, err = r.Store.UpsertWorkspaceOperation(ctx, op)
-	return err
+	return failInterrupted(ctx, r.Store, *running, "its partial directory stays for the operator to move aside")
 }
 
 // clonedTemplateDirs are the directories a template clone of this workspace finished.

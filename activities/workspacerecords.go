@@ -348,14 +348,19 @@ func (w *WorkspaceRecords) failInterruptedRepoOp(ctx context.Context, running *d
 		// a crash, fails it) itself.
 		return running, nil
 	}
+	return nil, failInterrupted(ctx, w.Store, *running, "check the repository and ask again")
+}
+
+// failInterrupted records a repository operation a crash cut as Failed (interrupted): it
+// is never replayed from its intent.
+func failInterrupted(ctx context.Context, st *store.Store, op domain.WorkspaceOperation, advice string) error {
 	now := time.Now()
-	op := *running
 	op.State, op.ResultClass, op.FinishedAt, op.UpdatedAt = domain.OpFailed, domain.ResultInterrupted, &now, now
-	op.Error = "interrupted before it finished (the worker running it stopped); it is not replayed: check the repository and ask again"
-	if _, err := w.Store.UpsertWorkspaceOperation(ctx, op); err != nil {
-		return nil, fmt.Errorf("fail interrupted %s operation %s: %w", op.Kind, op.ID, err)
+	op.Error = "interrupted before it finished (the worker running it stopped); it is not replayed: " + advice
+	if _, err := st.UpsertWorkspaceOperation(ctx, op); err != nil {
+		return fmt.Errorf("fail interrupted %s operation %s: %w", op.Kind, op.ID, err)
 	}
-	return nil, nil
+	return nil
 }
 
 // admitRepo checks a repository operation against the records: a managed workspace with

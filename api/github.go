@@ -18,11 +18,7 @@ func (s *Server) githubReadiness(c *gin.Context) error {
 	if err := domain.ValidateGitHubRepos(repos); err != nil {
 		return err
 	}
-	ws, err := lookup(c, "workspace", s.cfg.Store.GetManagedWorkspace)
-	if err != nil {
-		return err
-	}
-	h, err := s.cfg.Store.GetRuntimeHost(c.Request.Context(), ws.RuntimeHostID)
+	ws, h, err := s.workspaceHost(c)
 	if err != nil {
 		return err
 	}

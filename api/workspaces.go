@@ -162,14 +162,20 @@ func (s *Server) getWorkspaceOperation(c *gin.Context) error {
 	return nil
 }
 
+// workspaceHost is the route's workspace and the runtime host whose node holds it.
+func (s *Server) workspaceHost(c *gin.Context) (domain.ManagedWorkspace, domain.RuntimeHost, error) {
+	ws, err := lookup(c, "workspace", s.cfg.Store.GetManagedWorkspace)
+	if err != nil {
+		return ws, domain.RuntimeHost{}, err
+	}
+	h, err := s.cfg.Store.GetRuntimeHost(c.Request.Context(), ws.RuntimeHostID)
+	return ws, h, err
+}
+
 // inspectRemoval asks the workspace's node what removing it would lose (uncommitted or
 // unpushed work). It reads only; archive runs it again, fresh, before removing anything.
 func (s *Server) inspectRemoval(c *gin.Context) error {
-	ws, err := lookup(c, "workspace", s.cfg.Store.GetManagedWorkspace)
-	if err != nil {
-		return err
-	}
-	h, err := s.cfg.Store.GetRuntimeHost(c.Request.Context(), ws.RuntimeHostID)
+	ws, h, err := s.workspaceHost(c)
 	if err != nil {
 		return err
 	}

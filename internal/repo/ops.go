@@ -80,6 +80,14 @@ func (o ops) head(ctx context.Context, out *domain.RepoResult) error {
 	return nil
 }
 
+// branchOrCurrent is the request's branch, or the one HEAD is on.
+func (o ops) branchOrCurrent(ctx context.Context) (string, error) {
+	if o.req.Branch != "" {
+		return o.req.Branch, nil
+	}
+	return o.currentBranch(ctx)
+}
+
 // currentBranch is the branch HEAD is on; a detached HEAD is refused.
 func (o ops) currentBranch(ctx context.Context) (string, error) {
 	b, err := o.run(ctx, o.dir, nil, ShortTimeout, "git", "symbolic-ref", "--quiet", "--short", "HEAD")
@@ -138,13 +146,9 @@ func (o ops) commit(ctx context.Context, out *domain.RepoResult) error {
 }
 
 func (o ops) push(ctx context.Context, out *domain.RepoResult) error {
-	branch := o.req.Branch
-	if branch == "" {
-		b, err := o.currentBranch(ctx)
-		if err != nil {
-			return err
-		}
-		branch = b
+	branch, err := o.branchOrCurrent(ctx)
+	if err != nil {
+		return err
 	}
 	ref := "refs/heads/" + branch
 	if _, err := o.run(ctx, o.dir, nil, PushTimeout, "git", "push", "--porcelain", "--set-upstream", "--", o.req.Remote, ref+":"+ref); err != nil {
@@ -157,13 +161,9 @@ func (o ops) push(ctx context.Context, out *domain.RepoResult) error {
 // pullRequest creates the branch's pull request, or updates its title and body when one is
 // open already.
 func (o ops) pullRequest(ctx context.Context, out *domain.RepoResult) error {
-	branch := o.req.Branch
-	if branch == "" {
-		b, err := o.currentBranch(ctx)
-		if err != nil {
-			return err
-		}
-		branch = b
+	branch, err := o.branchOrCurrent(ctx)
+	if err != nil {
+		return err
 	}
 	out.Branch = branch
 	body := []byte(o.req.Body)
@@ -196,13 +196,9 @@ func (o ops) pullRequest(ctx context.Context, out *domain.RepoResult) error {
 }
 
 func (o ops) checks(ctx context.Context, out *domain.RepoResult) error {
-	branch := o.req.Branch
-	if branch == "" {
-		b, err := o.currentBranch(ctx)
-		if err != nil {
-			return err
-		}
-		branch = b
+	branch, err := o.branchOrCurrent(ctx)
+	if err != nil {
+		return err
 	}
 	out.Branch = branch
 	b, err := o.run(ctx, o.dir, nil, ShortTimeout, "gh", "pr", "checks", "--json=name,state,bucket,link", "--", branch)
