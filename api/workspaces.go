@@ -111,6 +111,12 @@ func (s *Server) getWorkspace(c *gin.Context) error {
 	if b.Operations == nil {
 		b.Operations = []domain.WorkspaceOperation{}
 	}
+	// Read the state again after the operations: an operation's outcome and the workspace
+	// state it sets commit together, so a body never shows a finished archive beside the
+	// state from before it.
+	if b.ManagedWorkspace, err = s.cfg.Store.GetManagedWorkspace(ctx, ws.ID); err != nil {
+		return err
+	}
 	if h, err := s.cfg.Store.GetRuntimeHost(ctx, ws.RuntimeHostID); err == nil {
 		if capa, ok := s.measureHost(ctx, h); ok {
 			if n, ok := capa.WorkspaceBytes[ws.ID]; ok {
