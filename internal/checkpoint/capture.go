@@ -7,9 +7,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -76,17 +80,15 @@ func (s Store) Capture(ctx context.Context, req CaptureRequest) (Manifest, error
 		return Manifest{}, fmt.Errorf("checkpoint %s: %w", req.ID, err)
 	}
 	prev := s.previous(req.Previous)
-	m := Manifest{Version: ManifestVersion, Meta: req.Meta, Files: make([]File, 0, len(files)), Bytes: total,
+	m := Manifest{Version: ManifestVersion, Meta: req.Meta, Files: make([]File, len(files)), Bytes: total,
 		CreatedAt: domain.Timestamp(req.At)}
-	for i, e := range files {
-		if i%256 == 0 && ctx.Err() != nil {
-			return Manifest{}, ctx.Err()
-		}
+	if err := makeParents(payload, files); err != nil {
+		return Manifest{}, fmt.Errorf("checkpoint %s: %w", req.ID, err)
+	}
+	err = forEachParallel(ctx, len(files), func(i int) error {
+		e := files[i]
 		f := File{Path: e.rel, Mode: uint32(e.info.Mode().Perm()), Size: e.info.Size(), ModTime: e.info.ModTime().UnixNano()}
 		dst := filepath.Join(payload, filepath.FromSlash(e.rel))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-			return Manifest{}, err
-		}
 		if p, ok := prev[e.rel]; ok && p.Size == f.Size && p.ModTime == f.ModTime && p.Mode == f.Mode {
 			if err := os.Link(filepath.Join(s.Root, req.Previous.String(), payloadDir, filepath.FromSlash(e.rel)), dst); err == nil {
 				f.Linked = true
@@ -94,10 +96,14 @@ func (s Store) Capture(ctx context.Context, req CaptureRequest) (Manifest, error
 		}
 		if !f.Linked {
 			if err := captureFile(filepath.Join(req.Source, filepath.FromSlash(e.rel)), dst, e.info); err != nil {
-				return Manifest{}, fmt.Errorf("checkpoint %s: capture %s: %w", req.ID, e.rel, err)
+				return fmt.Errorf("checkpoint %s: capture %s: %w", req.ID, e.rel, err)
 			}
 		}
-		m.Files = append(m.Files, f)
+		m.Files[i] = f
+		return nil
+	})
+	if err != nil {
+		return Manifest{}, err
 	}
 	m.Checksum = m.checksum()
 	b, err := jsonIndent(m)
@@ -124,6 +130,67 @@ func (s Store) Capture(ctx context.Context, req CaptureRequest) (Manifest, error
 		return in.Manifest, nil
 	}
 	return m, nil
+}
+
+// copyWorkers is how many files are copied at once. Copying is mostly waiting on the
+// disk and the page cache, not the CPU, so a few more than the cores keep both busy.
+var copyWorkers = max(4, 2*runtime.GOMAXPROCS(0))
+
+// forEachParallel runs fn(0..n-1) on copyWorkers goroutines and returns the first error
+// (the rest stop taking work), or ctx's error.
+func forEachParallel(ctx context.Context, n int, fn func(i int) error) error {
+	var (
+		next     atomic.Int64
+		failed   atomic.Bool
+		firstErr error
+		once     sync.Once
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		once.Do(func() { firstErr = err })
+		failed.Store(true)
+	}
+	for range min(copyWorkers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if i%256 == 0 && ctx.Err() != nil {
+					fail(ctx.Err())
+				}
+				if err := fn(i); err != nil {
+					fail(err)
+				}
+				if failed.Load() {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// makeParents creates every directory the files need, each once (0700), parents first.
+func makeParents(root string, files []entry) error {
+	made := map[string]bool{".": true}
+	for _, e := range files {
+		var missing []string
+		for d := path.Dir(e.rel); !made[d]; d = path.Dir(d) {
+			missing = append(missing, d)
+			made[d] = true
+		}
+		for i := len(missing) - 1; i >= 0; i-- {
+			if err := os.Mkdir(filepath.Join(root, filepath.FromSlash(missing[i])), 0o700); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // previous indexes the files of the generation unchanged files may be linked from; a
