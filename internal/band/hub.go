@@ -24,8 +24,8 @@ const (
 
 // Hub tails the event log in id order and fans each event out to the subscriptions whose
 // filter it matches. It is woken in-process when a transaction that wrote events commits,
-// across processes by Postgres NOTIFY, and polls as a fallback. Ids are issued in commit
-// order, so tailing "after the last id" never skips an event.
+// across processes by Postgres NOTIFY, and polls as a fallback. The store lists events only
+// up to its settled horizon, so tailing "after the last id" never skips an event.
 type Hub struct {
 	store *store.Store
 	log   *slog.Logger

@@ -13,7 +13,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 )
 
-func createAgent(t *testing.T, s *Store, name string, kind domain.AgentKind, keyHash string) domain.Agent {
+func createAgent(t testing.TB, s *Store, name string, kind domain.AgentKind, keyHash string) domain.Agent {
 	t.Helper()
 	a, err := s.CreateAgent(context.Background(), domain.Agent{ID: uuid.New(), Name: name, Kind: kind, CreatedAt: fixtureTime}, keyHash)
 	if err != nil {
@@ -22,7 +22,7 @@ func createAgent(t *testing.T, s *Store, name string, kind domain.AgentKind, key
 	return a
 }
 
-func createTemplate(t *testing.T, s *Store, agent uuid.UUID, alias string) domain.Template {
+func createTemplate(t testing.TB, s *Store, agent uuid.UUID, alias string) domain.Template {
 	t.Helper()
 	cfg := domain.TemplateConfig{Alias: alias, Transport: domain.TransportACP}.Normalized()
 	tmpl, err := s.CreateTemplate(context.Background(), domain.Template{ID: uuid.New(), AgentID: agent, Config: cfg, CreatedAt: fixtureTime})
@@ -32,7 +32,7 @@ func createTemplate(t *testing.T, s *Store, agent uuid.UUID, alias string) domai
 	return tmpl
 }
 
-func createRoom(t *testing.T, s *Store, name string) domain.Room {
+func createRoom(t testing.TB, s *Store, name string) domain.Room {
 	t.Helper()
 	r, err := s.CreateRoom(context.Background(), domain.Room{ID: uuid.New(), Name: name, CreatedAt: fixtureTime})
 	if err != nil {
@@ -42,7 +42,7 @@ func createRoom(t *testing.T, s *Store, name string) domain.Room {
 }
 
 // join adds a human (when human is not empty) and agents to a room.
-func join(t *testing.T, s *Store, room uuid.UUID, human string, agents ...domain.Agent) {
+func join(t testing.TB, s *Store, room uuid.UUID, human string, agents ...domain.Agent) {
 	t.Helper()
 	ctx := context.Background()
 	for _, a := range agents {

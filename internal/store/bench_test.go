@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,5 +54,66 @@ func benchLifecycle(b *testing.B, url string) {
 		if _, err := s.UpsertWorkspaceOperation(ctx, op); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkConcurrentPosters measures the store's write path under contention: 32 posters,
+// each in a room of its own (a human author, one agent recipient: a message row, an inbound
+// row and two events per post). b.N is the total number of posts; posts/s is the figure.
+//
+//	go test -run '^$' -bench ConcurrentPosters -benchtime 3000x -count 3 ./internal/store/
+func BenchmarkConcurrentPosters(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) { benchPosters(b, testdb.SQLiteURL(b)) })
+	b.Run("postgres", func(b *testing.B) {
+		if os.Getenv(testdb.EnvURL) == "" {
+			b.Skip("set " + testdb.EnvURL)
+		}
+		benchPosters(b, testdb.PostgresURL(b))
+	})
+}
+
+const benchPosterCount = 32
+
+func benchPosters(b *testing.B, url string) {
+	ctx := context.Background()
+	s, err := Open(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	rooms := make([]uuid.UUID, benchPosterCount)
+	for i := range rooms {
+		agent := createAgent(b, s, fmt.Sprintf("bench-agent-%d", i), domain.AgentOwned, "")
+		createTemplate(b, s, agent.ID, "default")
+		room := createRoom(b, s, fmt.Sprintf("bench-%d", i))
+		join(b, s, room.ID, "alice", agent)
+		rooms[i] = room.ID
+	}
+	var next atomic.Int64
+	errs := make(chan error, benchPosterCount)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, room := range rooms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				if _, err := s.PostMessage(ctx, domain.Message{ID: uuid.New(), RoomID: room, AuthorKind: domain.ParticipantHuman,
+					AuthorHuman: "alice", Text: "hello", CreatedAt: time.Now()}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "posts/s")
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
 	}
 }

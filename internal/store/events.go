@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,51 +48,67 @@ func (q *Q) appendEvents(ctx context.Context, at time.Time, evs ...domain.Event)
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	first, err := q.reserveEvents(ctx, len(evs))
+	ids, err := q.reserveEvents(ctx, len(evs))
 	if err != nil {
 		return nil, err
 	}
 	for i := range evs {
-		evs[i].ID = first + int64(i)
+		evs[i].ID = ids[i]
 	}
 	return evs, q.insertEvents(ctx, at, evs)
 }
 
-// reserveEvents takes n consecutive event ids and returns the first. A writer that needs an
-// id before it writes the event (a message's seq is its message_posted event's id) reserves
-// first and inserts later, in the same transaction.
-func (q *Q) reserveEvents(ctx context.Context, n int) (int64, error) {
+// reserveEvents takes n event ids, ascending. A writer that needs an id before it writes the
+// event (a message's seq is its message_posted event's id) reserves first and inserts later,
+// in the same transaction. SQLite issues consecutive ids from the counters row, locked to
+// the end of the transaction, so in commit order. Postgres issues them from the event_ids
+// sequence: not necessarily consecutive, and a later id may commit first; readers stop at
+// the settled horizon (horizon.go), which no id still to be committed is below.
+func (q *Q) reserveEvents(ctx context.Context, n int) ([]int64, error) {
 	if !q.inTx {
-		return 0, fmt.Errorf("append events: %w", errNotInTx)
+		return nil, fmt.Errorf("append events: %w", errNotInTx)
+	}
+	if q.store.dialect == schema.Postgres {
+		var ids []int64
+		if err := q.selectAll(ctx, &ids, `SELECT nextval('event_ids') FROM generate_series(1, ?::int)`, n); err != nil {
+			return nil, fmt.Errorf("reserve %d event ids: %w", n, err)
+		}
+		slices.Sort(ids)
+		return ids, nil
 	}
 	last, err := q.nextSeq(ctx, "events", int64(n))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return last - int64(n) + 1, nil
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = last - int64(n) + 1 + int64(i)
+	}
+	return ids, nil
 }
 
-// insertEvents writes events whose ids were reserved, in one statement, and on Postgres
-// notifies the other processes' tailers in the same round trip.
+// insertEvents writes events whose ids were reserved, in one statement; the tailers are
+// woken once the transaction commits.
 func (q *Q) insertEvents(ctx context.Context, at time.Time, evs []domain.Event) error {
+	if err := q.execAll(ctx, q.eventsInsert(at, evs)); err != nil {
+		return fmt.Errorf("append %d events (%s…): %w", len(evs), evs[0].Kind, err)
+	}
+	return nil
+}
+
+// eventsInsert is the statement that writes events whose ids were reserved; running it in
+// this transaction wakes the tailers once the transaction commits.
+func (q *Q) eventsInsert(at time.Time, evs []domain.Event) statement {
 	at = domain.Timestamp(at)
 	values := make([]string, len(evs))
-	args := make([]any, 0, 6*len(evs)+1)
+	args := make([]any, 0, 6*len(evs))
 	for i := range evs {
 		evs[i].CreatedAt = at
 		values[i] = "(?, ?, ?, ?, ?, ?)"
 		args = append(args, evs[i].ID, evs[i].Kind, evs[i].RoomID, evs[i].AgentID, string(evs[i].Payload), at)
 	}
-	insert := `INSERT INTO events (id, kind, room_id, agent_id, payload, created_at) VALUES ` + strings.Join(values, ", ")
-	if q.store.dialect == schema.Postgres {
-		insert = `WITH written AS (` + insert + ` RETURNING 1) SELECT pg_notify(?, '') FROM written LIMIT 1`
-		args = append(args, eventsChannel)
-	}
-	if _, err := q.exec(ctx, insert, args...); err != nil {
-		return fmt.Errorf("append %d events (%s…): %w", len(evs), evs[0].Kind, err)
-	}
 	q.appendedEvents = true
-	return nil
+	return statement{query: `INSERT INTO events (id, kind, room_id, agent_id, payload, created_at) VALUES ` + strings.Join(values, ", "), args: args}
 }
 
 // EventFilter narrows an event listing; nil fields match everything.
@@ -120,21 +137,27 @@ type eventRow struct {
 	CreatedAt time.Time  `db:"created_at"`
 }
 
-// ListEvents returns up to limit events after id `after`, in id order.
+// ListEvents returns up to limit events after id `after`, in id order. It never returns an
+// id above the settled horizon (horizon.go), so a reader that goes on "after the last id it
+// got" never skips an event a slower transaction commits later.
 func (q *Q) ListEvents(ctx context.Context, after int64, f EventFilter, limit int) ([]domain.Event, error) {
-	var where []string
+	query := `SELECT id, kind, room_id, agent_id, payload, created_at FROM events WHERE id > ?`
 	args := []any{after}
+	if q.store.dialect == schema.Postgres {
+		settled, err := q.store.settledEventID(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		if settled <= after {
+			return nil, nil
+		}
+		query, args = query+` AND id <= ?`, append(args, settled)
+	}
 	if f.Room != nil {
-		where = append(where, "room_id = ?")
-		args = append(args, *f.Room)
+		query, args = query+` AND room_id = ?`, append(args, *f.Room)
 	}
 	if f.Agent != nil {
-		where = append(where, "agent_id = ?")
-		args = append(args, *f.Agent)
-	}
-	query := `SELECT id, kind, room_id, agent_id, payload, created_at FROM events WHERE id > ?`
-	for _, w := range where {
-		query += " AND " + w
+		query, args = query+` AND agent_id = ?`, append(args, *f.Agent)
 	}
 	query += ` ORDER BY id LIMIT ?`
 	args = append(args, limit)
@@ -150,8 +173,22 @@ func (q *Q) ListEvents(ctx context.Context, after int64, f EventFilter, limit in
 	return out, nil
 }
 
-// EventBounds returns the oldest retained and the newest event ids (0, 0 when empty).
+// EventBounds returns the oldest retained event id and the newest settled one (0, 0 when
+// empty). On Postgres it waits until every id issued when it was called is settled, so a
+// reader that starts after `newest` misses nothing committed later, and every id a client
+// was shown earlier is at most `newest`.
 func (q *Q) EventBounds(ctx context.Context) (oldest, newest int64, err error) {
+	oldest, latest, err := q.eventRange(ctx)
+	if err != nil || q.store.dialect != schema.Postgres {
+		return oldest, latest, err
+	}
+	if newest, err = q.store.settledEventIDNow(ctx); err != nil {
+		return 0, 0, fmt.Errorf("event bounds: %w", err)
+	}
+	return oldest, newest, nil
+}
+
+func (q *Q) eventRange(ctx context.Context) (oldest, newest int64, err error) {
 	var b struct {
 		Oldest *int64 `db:"oldest"`
 		Newest *int64 `db:"newest"`
@@ -191,11 +228,48 @@ func (s *Store) OnEventsCommitted(fn func()) {
 }
 
 func (s *Store) eventsCommitted() {
+	if s.notifyKick != nil {
+		select {
+		case s.notifyKick <- struct{}{}:
+		default: // one is pending already; it covers this commit too
+		}
+	}
+	s.runEventHooks()
+}
+
+func (s *Store) runEventHooks() {
 	s.hooksMu.Lock()
 	hooks := append([]func(){}, s.eventHooks...)
 	s.hooksMu.Unlock()
 	for _, fn := range hooks {
 		fn()
+	}
+}
+
+// notifyLoop tells other processes' tailers that events were committed. The NOTIFY is its
+// own statement after the commit, not part of the writing transaction: Postgres serialises
+// the commits of notifying transactions on one lock, which would line every writer up
+// again. Kicks that arrive while one is sent coalesce into one more. A NOTIFY lost to a
+// crash between commit and send costs the other processes their fallback poll.
+func (s *Store) notifyLoop() {
+	defer close(s.notifyDone)
+	send := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = s.db.ExecContext(ctx, `SELECT pg_notify($1, '')`, eventsChannel)
+	}
+	for {
+		select {
+		case <-s.notifyKick:
+			send()
+		case <-s.notifyStop:
+			select {
+			case <-s.notifyKick:
+				send()
+			default:
+			}
+			return
+		}
 	}
 }
 

@@ -55,11 +55,19 @@ type messageEvent struct {
 // its rows are context only and the returned message is Quiet.
 func (q *Q) PostMessage(ctx context.Context, m domain.Message) (domain.Message, error) {
 	m.CreatedAt = domain.Timestamp(m.CreatedAt)
-	err := q.atomic(ctx, func(q *Q) error {
+	post := func(q *Q) error {
 		var err error
 		m, err = q.postMessage(ctx, m)
 		return err
-	})
+	}
+	var err error
+	if q.inTx {
+		err = post(q)
+	} else {
+		// Everything a post reads and writes belongs to its room: posts to different
+		// rooms run side by side.
+		err = q.store.InScopedTx(ctx, RoomScope(m.RoomID), post)
+	}
 	if err != nil {
 		return domain.Message{}, fmt.Errorf("post to room %s: %w", m.RoomID, err)
 	}
@@ -88,13 +96,14 @@ func (q *Q) postMessage(ctx context.Context, m domain.Message) (domain.Message, 
 	if !author {
 		return m, domain.Refuse("the author is not a participant of this room")
 	}
-	// A message's transcript position is its message_posted event's id: issued in commit
-	// order like every event id, so paging "after seq" never skips a message.
-	first, err := q.reserveEvents(ctx, 1+len(recipients))
+	// A message's transcript position is its message_posted event's id. One room's writers
+	// run one at a time (RoomScope, or InTx), so a room's seqs commit in order and paging
+	// "after seq" never skips a message.
+	ids, err := q.reserveEvents(ctx, 1+len(recipients))
 	if err != nil {
 		return m, err
 	}
-	m.Seq = first
+	m.Seq = ids[0]
 	if m.AgentHops, err = q.agentHops(ctx, m); err != nil {
 		return m, err
 	}
@@ -110,12 +119,10 @@ func (q *Q) postMessage(ctx context.Context, m domain.Message) (domain.Message, 
 	if m.AuthorKind == domain.ParticipantHuman {
 		human = &m.AuthorHuman
 	}
-	if _, err := q.exec(ctx, `
+	writes := []statement{{query: `
 INSERT INTO messages (id, seq, room_id, author_kind, author_agent_id, author_human, text, reply_to, created_at, agent_hops)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.ID, m.Seq, m.RoomID, m.AuthorKind, m.AuthorAgentID, human, m.Text, m.ReplyTo, m.CreatedAt,
-		m.AgentHops); err != nil {
-		return m, err
-	}
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args: []any{m.ID, m.Seq, m.RoomID, m.AuthorKind, m.AuthorAgentID, human, m.Text,
+		m.ReplyTo, m.CreatedAt, m.AgentHops}}}
 	events := []domain.Event{NewEvent(domain.EventMessagePosted, &m.RoomID, m.AuthorAgentID, messageEvent{
 		ID: m.ID, Seq: m.Seq, AuthorKind: m.AuthorKind, AuthorAgentID: m.AuthorAgentID, AuthorHuman: m.AuthorHuman,
 		Text: m.Text, ReplyTo: m.ReplyTo, Recipients: nonNil(recipients), AgentHops: m.AgentHops, Wakes: !m.Quiet,
@@ -129,15 +136,16 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.ID, m.Seq, m.RoomID, m.AuthorKind, m.A
 			events = append(events, NewEvent(domain.EventInboundQueued, &m.RoomID, &recipients[i],
 				map[string]any{"message_id": m.ID, "seq": m.Seq, "context_only": m.Quiet}))
 		}
-		if _, err := q.exec(ctx, `INSERT INTO inbound (agent_id, message_id, room_id, seq, state, created_at, context_only) VALUES `+
-			strings.Join(values, ", "), args...); err != nil {
-			return m, err
-		}
+		writes = append(writes, statement{query: `INSERT INTO inbound (agent_id, message_id, room_id, seq, state, created_at, context_only) VALUES ` +
+			strings.Join(values, ", "), args: args})
 	}
 	for i := range events {
-		events[i].ID = first + int64(i)
+		events[i].ID = ids[i]
 	}
-	return m, q.insertEvents(ctx, m.CreatedAt, events)
+	if err := q.execAll(ctx, append(writes, q.eventsInsert(m.CreatedAt, events))...); err != nil {
+		return m, fmt.Errorf("write message %s: %w", m.ID, err)
+	}
+	return m, nil
 }
 
 func nonNil(ids []uuid.UUID) []uuid.UUID {

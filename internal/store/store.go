@@ -6,6 +6,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq"  // postgres driver
 	_ "modernc.org/sqlite" // sqlite driver
@@ -30,6 +32,14 @@ type Store struct {
 
 	hooksMu    sync.Mutex
 	eventHooks []func()
+
+	// notifyKick asks notifyLoop to NOTIFY other processes (Postgres only).
+	notifyKick chan struct{}
+	notifyStop chan struct{}
+	notifyDone chan struct{}
+	closeOnce  sync.Once
+
+	horizon horizon
 }
 
 // Q runs repository methods on the pool or on one transaction.
@@ -127,6 +137,10 @@ func OpenTarget(ctx context.Context, t Target) (*Store, error) {
 	}
 	s := &Store{db: db, dialect: t.Dialect, dsn: t.DSN}
 	s.Q = &Q{x: db, store: s}
+	if t.Dialect == schema.Postgres {
+		s.notifyKick, s.notifyStop, s.notifyDone = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		go s.notifyLoop()
+	}
 	return s, nil
 }
 
@@ -139,19 +153,58 @@ func (s *Store) Dialect() schema.Dialect { return s.dialect }
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
-// Close closes the pool.
-func (s *Store) Close() error { return s.db.Close() }
+// Close sends a pending event notification, then closes the pool.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.notifyStop != nil {
+			close(s.notifyStop)
+			<-s.notifyDone
+		}
+	})
+	return s.db.Close()
+}
 
 // Migrate applies every pending migration of this store's dialect.
 func (s *Store) Migrate(ctx context.Context) error { return schema.Up(ctx, s.dialect, s.db.DB) }
 
 const maxTxAttempts = 10
 
-// InTx runs fn in one transaction and commits it. Write transactions run one at a time
+// InTx runs fn in one transaction and commits it. On Postgres it runs alone among writers
 // (see writerLockKey). A deadlock or serialization failure (Postgres) or a busy database
 // (SQLite) runs fn again from the start, so fn must not have side effects outside the
 // transaction. Any other error rolls back and is returned.
 func (s *Store) InTx(ctx context.Context, fn func(q *Q) error) error {
+	return s.retryTx(ctx, exclusiveWriter, fn)
+}
+
+// Scope names what a scoped write transaction touches: it runs beside writers of other
+// scopes and one at a time with writers of the same scope and with every InTx.
+type Scope struct {
+	set    bool
+	k1, k2 int32
+}
+
+// RoomScope is one room's transcript, inbound rows and their events. Its writers read
+// only that room's rows (and settings only an InTx changes), so two rooms' posts need not
+// wait for each other; one room's posts still commit in seq order.
+func RoomScope(room uuid.UUID) Scope {
+	return Scope{set: true, k1: int32(binary.BigEndian.Uint32(room[0:4])), k2: int32(binary.BigEndian.Uint32(room[4:8]) ^ binary.BigEndian.Uint32(room[8:12]) ^ binary.BigEndian.Uint32(room[12:16]))}
+}
+
+// InScopedTx is InTx for a transaction confined to one scope. On Postgres it shares the
+// writer lock with other scoped writers and takes its scope's own lock; on SQLite, which
+// has one writer at a time, it is InTx.
+func (s *Store) InScopedTx(ctx context.Context, scope Scope, fn func(q *Q) error) error {
+	if s.dialect != schema.Postgres {
+		return s.InTx(ctx, fn)
+	}
+	return s.retryTx(ctx, scope, fn)
+}
+
+// exclusiveWriter is InTx's: the whole store.
+var exclusiveWriter = Scope{}
+
+func (s *Store) retryTx(ctx context.Context, scope Scope, fn func(q *Q) error) error {
 	var err error
 	for attempt := 0; attempt < maxTxAttempts; attempt++ {
 		if attempt > 0 {
@@ -163,7 +216,7 @@ func (s *Store) InTx(ctx context.Context, fn func(q *Q) error) error {
 			case <-time.After(backoff):
 			}
 		}
-		err = s.tryTx(ctx, fn)
+		err = s.tryTx(ctx, scope, fn)
 		if err == nil || !retryable(err) {
 			return err
 		}
@@ -171,23 +224,32 @@ func (s *Store) InTx(ctx context.Context, fn func(q *Q) error) error {
 	return fmt.Errorf("transaction gave up after %d attempts: %w", maxTxAttempts, err)
 }
 
-// writerLockKey is the Postgres advisory lock every write transaction takes first. It lines
-// writers up the way SQLite's IMMEDIATE transactions do: event ids come from one counter row
-// and must follow commit order, and a transaction's reads, made after it holds the lock
-// (READ COMMITTED takes a snapshot per statement), see every earlier writer's commit, so
-// read-validate-write sequences behave as if run one at a time. The lock ends with the
-// transaction. Reads outside transactions do not take it.
+// writerLockKey is the Postgres advisory lock every write transaction takes first. InTx
+// takes it exclusively: it lines those writers up the way SQLite's IMMEDIATE transactions
+// do, and its reads, made after it holds the lock (READ COMMITTED takes a snapshot per
+// statement), see every earlier writer's commit, so read-validate-write sequences behave as
+// if run one at a time. Scoped writers take it shared plus their scope's lock, so they run
+// beside each other but never beside an InTx. Holding it also marks a transaction that may
+// still commit event ids: readers stop below the ids such writers hold (horizon.go). The
+// lock ends with the transaction. Reads outside transactions do not take it.
 const writerLockKey = 0x6a616d5f77726974 // "jam_writ"
 
-func (s *Store) tryTx(ctx context.Context, fn func(q *Q) error) (err error) {
+func (s *Store) tryTx(ctx context.Context, scope Scope, fn func(q *Q) error) (err error) {
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	if s.dialect == schema.Postgres {
-		if _, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, writerLockKey); err != nil {
+		if scope == exclusiveWriter {
+			_, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, writerLockKey)
+		} else {
+			// One statement: the shared writer lock is taken before the scope's, in order.
+			_, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2, $3)`,
+				writerLockKey, scope.k1, scope.k2)
+		}
+		if err != nil {
 			_ = tx.Rollback()
-			return fmt.Errorf("begin transaction: writer lock: %w", err)
+			return fmt.Errorf("begin transaction: writer lock: %w", classify(err))
 		}
 	}
 	defer func() {
@@ -221,6 +283,43 @@ func (q *Q) rebind(query string) string { return q.store.db.Rebind(query) }
 func (q *Q) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	res, err := q.x.ExecContext(ctx, q.rebind(query), args...)
 	return res, classify(err)
+}
+
+// statement is one write with its arguments, for execAll.
+type statement struct {
+	query string
+	args  []any
+}
+
+// execAll runs writes that do not depend on each other's results. On Postgres they go as
+// one statement (each but the last a data-modifying WITH clause): one round trip instead of
+// one each, which matters while the transaction holds its locks. Constraints are checked at
+// the end of the statement, after all of them.
+func (q *Q) execAll(ctx context.Context, sts ...statement) error {
+	if q.store.dialect != schema.Postgres || len(sts) == 1 {
+		for _, st := range sts {
+			if _, err := q.exec(ctx, st.query, st.args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var b strings.Builder
+	var args []any
+	for i, st := range sts[:len(sts)-1] {
+		if i == 0 {
+			b.WriteString("WITH ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "w%d AS (%s RETURNING 1)", i, st.query)
+		args = append(args, st.args...)
+	}
+	last := sts[len(sts)-1]
+	b.WriteString(" ")
+	b.WriteString(last.query)
+	_, err := q.exec(ctx, b.String(), append(args, last.args...)...)
+	return err
 }
 
 func (q *Q) get(ctx context.Context, dst any, query string, args ...any) error {
