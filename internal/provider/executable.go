@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -288,6 +289,90 @@ func verifyFile(path string) string {
 // argv is fixed and there is no shell; the child gets its own process group so a timeout
 // reaches anything it started.
 func probe(ctx context.Context, req ExecutableRequest, c *Candidate) error {
+	key, cacheable := probeKeyOf(c.Path, req.VersionArgs)
+	if cacheable {
+		if hit, ok := probes.get(key); ok {
+			c.Output, c.Version = hit.output, hit.version
+			return nil
+		}
+	}
+	err := runProbe(ctx, req, c)
+	if err == nil && cacheable && c.Version != "" {
+		probes.put(key, probeHit{output: c.Output, version: c.Version, at: time.Now()})
+	}
+	return err
+}
+
+// probeCacheTTL bounds how long a version answer is reused for an unchanged file. A
+// probe spawns the provider's CLI (a Node CLI takes hundreds of milliseconds to answer
+// --version), and every wake resolves its executable: without the cache the probe was the
+// largest part of a wake. The file's identity is part of the key, so an upgrade that
+// replaces the file probes again at once; the TTL covers a launcher whose file stays while
+// what it launches changes.
+const probeCacheTTL = 10 * time.Minute
+
+// probeCacheMax bounds the cache; past it the cache starts over.
+const probeCacheMax = 256
+
+type probeKey struct {
+	real         string
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
+	args         string
+}
+
+type probeHit struct {
+	output, version string
+	at              time.Time
+}
+
+type probeCache struct {
+	mu sync.Mutex
+	m  map[probeKey]probeHit
+}
+
+var probes = &probeCache{m: map[probeKey]probeHit{}}
+
+func (p *probeCache) get(k probeKey) (probeHit, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h, ok := p.m[k]
+	if !ok || time.Since(h.at) > probeCacheTTL {
+		return probeHit{}, false
+	}
+	return h, true
+}
+
+func (p *probeCache) put(k probeKey, h probeHit) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.m) >= probeCacheMax {
+		clear(p.m)
+	}
+	p.m[k] = h
+}
+
+// probeKeyOf identifies the file a probe of path would run (through symlinks).
+func probeKeyOf(path string, args []string) (probeKey, bool) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return probeKey{}, false
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return probeKey{}, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return probeKey{}, false
+	}
+	return probeKey{real: real, dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(),
+		ctime: st.Ctim.Nano(), args: strings.Join(args, "\x00")}, true
+}
+
+// runProbe runs the version probe itself.
+func runProbe(ctx context.Context, req ExecutableRequest, c *Candidate) error {
 	timeout := req.ProbeTimeout
 	if timeout <= 0 {
 		timeout = defaultProbeTimeout

@@ -545,3 +545,45 @@ func TestResolveExecutableProbesWithTheSearchedPATH(t *testing.T) {
 		t.Fatalf("version = %q, want 3.1.4", got.Version)
 	}
 }
+
+// TestAnUnchangedExecutableIsProbedOnceAndAReplacedOneAgain: every wake resolves its
+// provider's executable; asking the same file for its version each time spawned a CLI per
+// wake. A replaced file (an upgrade) is asked again at once.
+func TestAnUnchangedExecutableIsProbedOnceAndAReplacedOneAgain(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	count := filepath.Join(dir, "probes")
+	bin := filepath.Join(dir, "bin")
+	writeTool(t, bin, testCommand, `echo x >> `+count+`; echo "agent 1.2.3"`)
+	resolve := func() string {
+		t.Helper()
+		got, err := ResolveExecutable(context.Background(), ExecutableRequest{Command: testCommand, Env: noEnv, PATH: bin})
+		if err != nil {
+			t.Fatalf("ResolveExecutable: %v", err)
+		}
+		return got.Version
+	}
+	probed := func() int {
+		b, _ := os.ReadFile(count)
+		return strings.Count(string(b), "x")
+	}
+	for range 3 {
+		if v := resolve(); v != "1.2.3" {
+			t.Fatalf("version %q", v)
+		}
+	}
+	if n := probed(); n != 1 {
+		t.Fatalf("probed %d times for three resolutions of one unchanged file, want 1", n)
+	}
+	// An upgrade replaces the file: a new inode, new contents.
+	if err := os.Remove(filepath.Join(bin, testCommand)); err != nil {
+		t.Fatal(err)
+	}
+	writeTool(t, bin, testCommand, `echo x >> `+count+`; echo "agent 1.3.0"`)
+	if v := resolve(); v != "1.3.0" {
+		t.Fatalf("after the upgrade: version %q, want 1.3.0", v)
+	}
+	if n := probed(); n != 2 {
+		t.Fatalf("probed %d times, want a second probe after the upgrade", n)
+	}
+}
