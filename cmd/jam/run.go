@@ -44,6 +44,11 @@ func finish(o *app.Options, g *globals, cmd *cobra.Command) {
 	}
 }
 
+func addPprofFlag(fs *pflag.FlagSet, o *app.Options) {
+	fs.StringVar(&o.PprofListen, "pprof-listen", "", "serve Go's pprof profiles on this loopback address (empty: off)")
+	bindEnv(fs, "pprof-listen", "JAM_PPROF_LISTEN")
+}
+
 func addNodeFlag(fs *pflag.FlagSet, o *app.Options) {
 	fs.StringVar(&o.Node, "node", defaultNode(), "this machine's node name (task queue jam.node.<node>)")
 	bindEnv(fs, "node", "JAM_NODE")
@@ -80,6 +85,7 @@ Ctrl-C stops the API, then the worker (running activities get 30 s), then Tempor
 	fs := cmd.Flags()
 	addHomeFlag(fs, &o.Home)
 	addListenFlag(fs, &o.Listen)
+	addPprofFlag(fs, &o)
 	addDatabaseFlag(fs, &o.DatabaseURL, "store URL (default: SQLite $JAM_HOME/jam.db)")
 	fs.StringVar(&o.TemporalListen, "temporal-listen", defaultTemporalListen, "embedded Temporal frontend address")
 	bindEnv(fs, "temporal-listen", "JAM_DEV_TEMPORAL_LISTEN")
@@ -106,6 +112,7 @@ func addTemporalAddressFlag(fs *pflag.FlagSet, v *string) {
 // addProductionFlags are the flags jam server and jam worker share: a data directory,
 // Postgres and an external Temporal.
 func addProductionFlags(fs *pflag.FlagSet, o *app.Options) {
+	addPprofFlag(fs, o)
 	addHomeFlag(fs, &o.Home)
 	addDatabaseFlag(fs, &o.DatabaseURL, "Postgres URL (required)")
 	addTemporalAddressFlag(fs, &o.TemporalAddress)

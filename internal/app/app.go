@@ -36,6 +36,8 @@ type Options struct {
 	// TemporalListen and UIListen are where `jam dev` serves its embedded Temporal and Web UI.
 	TemporalListen string
 	UIListen       string
+	// PprofListen, when set, is a loopback address serving Go's pprof profiles.
+	PprofListen string
 	// AllowRemoteUI lets TemporalListen and UIListen be non-loopback addresses; both serve
 	// without Jam's token.
 	AllowRemoteUI bool

@@ -22,6 +22,9 @@ func RunDev(ctx context.Context, o Options) (err error) {
 	if err := o.checkDevListen(); err != nil {
 		return err
 	}
+	if err := startPprof(ctx, o.PprofListen, o.Logger); err != nil {
+		return err
+	}
 	lock, err := o.claimHome()
 	if err != nil {
 		return err

@@ -14,6 +14,9 @@ import (
 // RunServer serves the API against Postgres and an external Temporal until ctx ends. It
 // starts even while Temporal is down (the client connects lazily) and /readyz says so.
 func RunServer(ctx context.Context, o Options) error {
+	if err := startPprof(ctx, o.PprofListen, o.Logger); err != nil {
+		return err
+	}
 	if err := o.prepareHome(); err != nil {
 		return err
 	}
@@ -61,6 +64,9 @@ func RunServer(ctx context.Context, o Options) error {
 // RunWorker runs one node's workers against Postgres and an external Temporal until ctx
 // ends, then lets running activities finish within workers.DefaultStopTimeout.
 func RunWorker(ctx context.Context, o Options) error {
+	if err := startPprof(ctx, o.PprofListen, o.Logger); err != nil {
+		return err
+	}
 	lock, err := o.claimHome()
 	if err != nil {
 		return err
