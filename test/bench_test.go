@@ -39,7 +39,12 @@ func TestRoomSessionBenchmark(t *testing.T) {
 	}
 	home := filepath.Join(t.TempDir(), "jam-home")
 	exe := testagent.Binary(t)
-	d := startDevEnv(t, home, ownedEnv(t, t.TempDir()))
+	var extra []string
+	if addr := os.Getenv("JAM_BENCH_PPROF"); addr != "" {
+		// Profile jam dev while the bench runs: go tool pprof http://ADDR/debug/pprof/profile
+		extra = append(extra, "--pprof-listen", addr)
+	}
+	d := startDevEnv(t, home, ownedEnv(t, t.TempDir()), extra...)
 	c, ctx, pid := d.client, context.Background(), d.proc.cmd.Process.Pid
 	var agent api.AgentBody
 	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "bench", Kind: domain.AgentOwned}, &agent))
@@ -76,6 +81,7 @@ func TestRoomSessionBenchmark(t *testing.T) {
 	// Scale and throughput on jam dev (one process: worker, Temporal, API) and, when Postgres
 	// is reachable, in the production shape, where the worker is a process of its own.
 	rep.Dev = scaleAndBurst(t, c, agent.ID, pid, pid, exe, rooms)
+	rep.Dev.WakeRatio = rep.Dev.WakeWithDormant.P50 / rep.Wake.P50
 	if os.Getenv("JAM_TEST_DATABASE_URL") != "" {
 		c2, agent2, worker, _ := startProduction(t)
 		p := scaleAndBurst(t, c2, agent2, worker, worker, exe, rooms)
@@ -121,6 +127,10 @@ type scale struct {
 	WorkerRSSMiB   float64 `json:"worker_rss_mib"`
 	BurstSeconds   float64 `json:"burst_50_seconds"`
 	TurnsPerSecond float64 `json:"burst_turns_per_second"`
+	// WakeWithDormant is the wake (dormant post -> turn started) measured with every
+	// dormant room bound; WakeRatio divides its p50 by the wake p50 with few rooms.
+	WakeWithDormant latency `json:"wake_with_dormant_rooms"`
+	WakeRatio       float64 `json:"wake_p50_ratio_vs_few_rooms,omitempty"`
 }
 
 func (r benchReport) table() string {
@@ -129,7 +139,7 @@ func (r benchReport) table() string {
 	row("measure (jam dev unless noted)", "value", "target")
 	row("live turn overhead (post -> turn started)", fmt.Sprintf("p50 %.1f ms, p95 %.1f ms", r.Live.P50, r.Live.P95), "p50 <= 50 ms")
 	row("live post -> echo reply", fmt.Sprintf("p50 %.1f ms, p95 %.1f ms", r.LiveReply.P50, r.LiveReply.P95), "")
-	row("wake (dormant post -> turn started)", fmt.Sprintf("p50 %.1f ms, p95 %.1f ms", r.Wake.P50, r.Wake.P95), "p50 <= 300 ms")
+	row("wake (dormant post -> turn started)", fmt.Sprintf("p50 %.1f ms, p95 %.1f ms", r.Wake.P50, r.Wake.P95), "p50 <= 100 ms, p95 <= 150 ms")
 	shapes := []struct {
 		name string
 		s    *scale
@@ -145,7 +155,9 @@ func (r benchReport) table() string {
 			rssName = "jam dev RSS (worker + Temporal + API)"
 		}
 		row(rssName, fmt.Sprintf("%.0f MiB", sh.s.WorkerRSSMiB), "worker <= 300 MB")
-		row(sh.name+": 50 rooms messaged at once", fmt.Sprintf("%.2f turns/s (%.1f s)", sh.s.TurnsPerSecond, sh.s.BurstSeconds), "")
+		row(sh.name+": 50 rooms messaged at once", fmt.Sprintf("%.2f turns/s (%.1f s)", sh.s.TurnsPerSecond, sh.s.BurstSeconds), ">= 40 turns/s")
+		row(sh.name+": wake with the dormant rooms bound", fmt.Sprintf("p50 %.1f ms, p95 %.1f ms (x%.2f)", sh.s.WakeWithDormant.P50,
+			sh.s.WakeWithDormant.P95, sh.s.WakeRatio), "ratio <= 1.2")
 	}
 	return b.String()
 }
@@ -185,6 +197,16 @@ func scaleAndBurst(t *testing.T, c *client.Client, agent uuid.UUID, parent, work
 	out.SettleSeconds = time.Since(start).Seconds()
 	out.DormantChildren = len(providerChildren(t, parent, exe))
 	out.WorkerRSSMiB = rssMiB(t, worker)
+
+	// Waking one room costs the same with every dormant room bound.
+	var wake []time.Duration
+	for i := range 20 {
+		r, _ := roomWith(t, c, fmt.Sprintf("wake-dormant-%d", i), agent)
+		m := postText(t, c, r.ID, "wake up")
+		awaitReply(t, c, m, 30*time.Second)
+		wake = append(wake, turnStartedAfter(t, c, r.ID, m))
+	}
+	out.WakeWithDormant = summarize(wake)
 
 	const burst = 50
 	targets := make([]api.RoomBody, burst)

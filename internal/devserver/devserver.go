@@ -133,6 +133,12 @@ func Start(opts Options) (*Server, error) {
 		// Search attributes registered at start reach the frontend through the namespace
 		// cache; its default 10 s refresh would refuse the first workflow starts.
 		dynamicconfig.NamespaceCacheRefreshInterval.Key(): time.Second,
+		// One partition per task queue: with the default four and one worker's two pollers,
+		// tasks written to a partition nobody polls reach a poller only through the
+		// forwarder, at 10 a second. 2,000 rooms bound at once took 70 s to register for that
+		// alone (the process idle); one server needs no partitions.
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
 	}
 	if opts.SuggestContinueAsNewEvents > 0 {
 		dyn[dynamicconfig.HistoryCountSuggestContinueAsNew.Key()] = opts.SuggestContinueAsNewEvents
