@@ -139,6 +139,13 @@ func Start(opts Options) (*Server, error) {
 		// alone (the process idle); one server needs no partitions.
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
 		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
+		// The history queues poll their shard at most 20 times a second by default; a
+		// cluster spreads that over hundreds of shards, this server has one. Once a few
+		// wakes had spent the burst, every activity and workflow task waited ~40 ms for the
+		// next poll (a wake: 60-80 ms became 150-200 ms).
+		dynamicconfig.TransferProcessorMaxPollRPS.Key():   1000,
+		dynamicconfig.TimerProcessorMaxPollRPS.Key():      1000,
+		dynamicconfig.VisibilityProcessorMaxPollRPS.Key(): 1000,
 	}
 	if opts.SuggestContinueAsNewEvents > 0 {
 		dyn[dynamicconfig.HistoryCountSuggestContinueAsNew.Key()] = opts.SuggestContinueAsNewEvents
