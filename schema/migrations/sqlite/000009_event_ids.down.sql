@@ -1,3 +1,3 @@
--- Postgres moves event ids to a sequence here; SQLite has one writer at a time and keeps the
--- counters row. The migration exists so both dialects share version numbers.
-SELECT 1;
+DROP INDEX room_bindings_room;
+DROP INDEX room_participants_room;
+DROP INDEX room_bindings_agent_room;
