@@ -42,7 +42,7 @@ ci:
 	./.ci/run
 
 ## bench: benchmarks on SQLite and (when JAM_TEST_DATABASE_URL is set) Postgres; not gated by CI
-##        - a journaled workspace operation in the store
+##        - a journaled workspace operation in the store; 32 concurrent posters (posts/s)
 ##        - post -> event stream latency, 20 subscribers at 200 messages/s (p50/p95/p99 ms)
 ##        - one ACP turn through the adapter and jam-testagent (p50/p95 ms)
 ##        - RoomSession: live turn overhead and wake (p50/p95 ms), 10,000 dormant rooms (bind
