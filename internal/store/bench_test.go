@@ -20,25 +20,12 @@ import (
 //
 //	make bench   (Postgres too when JAM_TEST_DATABASE_URL is set)
 func BenchmarkWorkspaceOperationLifecycle(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) { benchLifecycle(b, testdb.SQLiteURL(b)) })
-	b.Run("postgres", func(b *testing.B) {
-		if os.Getenv(testdb.EnvURL) == "" {
-			b.Skip("set " + testdb.EnvURL)
-		}
-		benchLifecycle(b, testdb.PostgresURL(b))
-	})
+	forEachBenchURL(b, benchLifecycle)
 }
 
 func benchLifecycle(b *testing.B, url string) {
 	ctx := context.Background()
-	s, err := Open(ctx, url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
+	s := openTest(b, url)
 	ws := newWorkspace(b, s)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -63,27 +50,14 @@ func benchLifecycle(b *testing.B, url string) {
 //
 //	go test -run '^$' -bench ConcurrentPosters -benchtime 3000x -count 3 ./internal/store/
 func BenchmarkConcurrentPosters(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) { benchPosters(b, testdb.SQLiteURL(b)) })
-	b.Run("postgres", func(b *testing.B) {
-		if os.Getenv(testdb.EnvURL) == "" {
-			b.Skip("set " + testdb.EnvURL)
-		}
-		benchPosters(b, testdb.PostgresURL(b))
-	})
+	forEachBenchURL(b, benchPosters)
 }
 
 const benchPosterCount = 32
 
 func benchPosters(b *testing.B, url string) {
 	ctx := context.Background()
-	s, err := Open(ctx, url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
+	s := openTest(b, url)
 	rooms := make([]uuid.UUID, benchPosterCount)
 	for i := range rooms {
 		agent := createAgent(b, s, fmt.Sprintf("bench-agent-%d", i), domain.AgentOwned, "")
@@ -116,4 +90,15 @@ func benchPosters(b *testing.B, url string) {
 	for err := range errs {
 		b.Fatal(err)
 	}
+}
+
+// forEachBenchURL runs a benchmark on SQLite, and on Postgres when JAM_TEST_DATABASE_URL is set.
+func forEachBenchURL(b *testing.B, fn func(b *testing.B, url string)) {
+	b.Run("sqlite", func(b *testing.B) { fn(b, testdb.SQLiteURL(b)) })
+	b.Run("postgres", func(b *testing.B) {
+		if os.Getenv(testdb.EnvURL) == "" {
+			b.Skip("set " + testdb.EnvURL)
+		}
+		fn(b, testdb.PostgresURL(b))
+	})
 }

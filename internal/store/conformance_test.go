@@ -18,7 +18,7 @@ import (
 
 // The conformance suite: every test here runs unchanged against SQLite and Postgres.
 
-func openTest(t *testing.T, url string) *Store {
+func openTest(t testing.TB, url string) *Store {
 	t.Helper()
 	ctx := context.Background()
 	s, err := Open(ctx, url)
