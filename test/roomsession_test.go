@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/jam-dev/jam/api"
@@ -58,12 +59,15 @@ func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
 	if got := providerChildren(t, pid, exe); len(got) != 0 {
 		t.Fatalf("201 bound rooms started %d processes before any message", len(got))
 	}
-	// A dormant registration costs one activity (the session load), however many pokes
-	// came with its start.
+	// A dormant registration costs one local activity (the session load, inside its first
+	// workflow task) and no activity, however many pokes came with its start.
 	tc := temporaltest.Dial(t, d.temporal)
 	awaitPresence(t, c, dormant[199], domain.PresenceDormant, 10*time.Second)
-	if n := historyCount(t, tc, dormant[199], enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED); n != 1 {
-		t.Fatalf("a dormant registration ran %d activities, want 1", n)
+	if n := historyCount(t, tc, dormant[199], enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED); n != 0 {
+		t.Fatalf("a dormant registration ran %d activities, want none", n)
+	}
+	if n := localActivityCount(t, tc, dormant[199]); n != 1 {
+		t.Fatalf("a dormant registration ran %d local activities, want 1 (the session load)", n)
 	}
 
 	// The first message wakes the room and is answered.
@@ -174,6 +178,19 @@ func acceptedUpdates(t *testing.T, tc client.Client, session uuid.UUID) int {
 // historyCount counts the events of one type in the current run of a session's workflow.
 func historyCount(t *testing.T, tc client.Client, session uuid.UUID, typ enumspb.EventType) int {
 	t.Helper()
+	return countHistory(t, tc, session, func(e *historypb.HistoryEvent) bool { return e.GetEventType() == typ })
+}
+
+// localActivityCount counts the local activities a session's workflow ran (their markers).
+func localActivityCount(t *testing.T, tc client.Client, session uuid.UUID) int {
+	t.Helper()
+	return countHistory(t, tc, session, func(e *historypb.HistoryEvent) bool {
+		return e.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity"
+	})
+}
+
+func countHistory(t *testing.T, tc client.Client, session uuid.UUID, match func(*historypb.HistoryEvent) bool) int {
+	t.Helper()
 	it := tc.GetWorkflowHistory(context.Background(), contract.RoomSessionID(session), "", false,
 		enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	n := 0
@@ -182,7 +199,7 @@ func historyCount(t *testing.T, tc client.Client, session uuid.UUID, typ enumspb
 		if err != nil {
 			t.Fatalf("history of %s: %v", session, err)
 		}
-		if e.GetEventType() == typ {
+		if match(e) {
 			n++
 		}
 	}
