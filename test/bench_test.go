@@ -19,6 +19,7 @@ import (
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/api/client"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
 	"github.com/jam-dev/jam/internal/testsupport/testagent"
 )
 
@@ -67,31 +68,39 @@ func TestRoomSessionBenchmark(t *testing.T) {
 
 	// Wake: post to a dormant room -> the provider's turn starts.
 	var wake []time.Duration
+	var woken uuid.UUID
 	for i := range 20 {
-		r, _ := roomWith(t, c, fmt.Sprintf("wake-%d", i), agent.ID)
+		r, s := roomWith(t, c, fmt.Sprintf("wake-%d", i), agent.ID)
 		m := postText(t, c, r.ID, "wake up")
 		awaitReply(t, c, m, 30*time.Second)
 		wake = append(wake, turnStartedAfter(t, c, r.ID, m))
+		woken = s
 	}
 	rep.Wake = summarize(wake)
+	// What Temporal holds per room: a registration alone, and one with a wake and a turn.
+	_, dormant := roomWith(t, c, "history-dormant", agent.ID)
+	awaitPresence(t, c, dormant, domain.PresenceDormant, 30*time.Second)
+	tc := temporaltest.Dial(t, d.temporal)
+	rep.DormantHistory, rep.WokenHistory = roomHistory(t, tc, dormant), roomHistory(t, tc, woken)
 	must(t, c.Do(ctx, http.MethodPost, "/v1/agents/"+agent.ID.String()+"/stop", nil, nil))
 	awaitChildren(t, pid, exe, 0, 60*time.Second)
 	must(t, c.Do(ctx, http.MethodPost, "/v1/agents/"+agent.ID.String()+"/start", nil, nil))
 
 	// Scale and throughput on jam dev (one process: worker, Temporal, API) and, when Postgres
 	// is reachable, in the production shape, where the worker is a process of its own.
-	rep.Dev = scaleAndBurst(t, c, agent.ID, pid, pid, exe, rooms)
-	rep.Dev.WakeRatio = rep.Dev.WakeWithDormant.P50 / rep.Wake.P50
-	if os.Getenv("JAM_TEST_DATABASE_URL") != "" {
-		c2, agent2, worker, _ := startProduction(t)
-		p := scaleAndBurst(t, c2, agent2, worker, worker, exe, rooms)
-		rep.Production = &p
-	}
-
 	out := os.Getenv("JAM_BENCH_OUT")
 	if out == "" {
 		out = filepath.Join("..", "bench", "roomsession.json")
 	}
+	// With JAM_BENCH_PPROF, CPU profiles of jam dev's bind and burst land beside the report.
+	rep.Dev = scaleAndBurst(t, c, agent.ID, pid, pid, exe, rooms, filepath.Dir(out))
+	rep.Dev.WakeRatio = rep.Dev.WakeWithDormant.P50 / rep.Wake.P50
+	if os.Getenv("JAM_TEST_DATABASE_URL") != "" {
+		c2, agent2, worker, _ := startProduction(t)
+		p := scaleAndBurst(t, c2, agent2, worker, worker, exe, rooms, "")
+		rep.Production = &p
+	}
+
 	raw, _ := json.MarshalIndent(rep, "", "  ")
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		t.Fatal(err)
@@ -109,12 +118,16 @@ type latency struct {
 }
 
 type benchReport struct {
-	Live       latency `json:"live_turn_overhead"`
-	LiveReply  latency `json:"live_post_to_echo_reply"`
-	Wake       latency `json:"wake"`
-	Rooms      int     `json:"dormant_rooms"`
-	Dev        scale   `json:"jam_dev"`
-	Production *scale  `json:"production,omitempty"`
+	Live      latency `json:"live_turn_overhead"`
+	LiveReply latency `json:"live_post_to_echo_reply"`
+	Wake      latency `json:"wake"`
+	Rooms     int     `json:"dormant_rooms"`
+	// DormantHistory is a registered, never woken room's RoomSession history; WokenHistory
+	// one that was woken and ran one turn (the runtime still live).
+	DormantHistory historyCost `json:"room_history_dormant"`
+	WokenHistory   historyCost `json:"room_history_after_wake_and_turn"`
+	Dev            scale       `json:"jam_dev"`
+	Production     *scale      `json:"production,omitempty"`
 }
 
 // scale is the dormant-rooms and burst measure of one deployment shape.
@@ -131,6 +144,11 @@ type scale struct {
 	// dormant room bound; WakeRatio divides its p50 by the wake p50 with few rooms.
 	WakeWithDormant latency `json:"wake_with_dormant_rooms"`
 	WakeRatio       float64 `json:"wake_p50_ratio_vs_few_rooms,omitempty"`
+	// BindCPU is the machine's CPU per room from the first bind until registrations
+	// settled; BurstCPU per turn of the burst. Near 100% busy, cores / CPU per unit is the
+	// throughput ceiling of this machine.
+	BindCPU  cpuCost `json:"bind_cpu"`
+	BurstCPU cpuCost `json:"burst_cpu"`
 }
 
 func (r benchReport) table() string {
@@ -140,6 +158,8 @@ func (r benchReport) table() string {
 	row("live turn overhead (post -> turn started)", fmt.Sprintf("p50 %.1f ms, p95 %.1f ms", r.Live.P50, r.Live.P95), "p50 <= 50 ms")
 	row("live post -> echo reply", fmt.Sprintf("p50 %.1f ms, p95 %.1f ms", r.LiveReply.P50, r.LiveReply.P95), "")
 	row("wake (dormant post -> turn started)", fmt.Sprintf("p50 %.1f ms, p95 %.1f ms", r.Wake.P50, r.Wake.P95), "p50 <= 100 ms, p95 <= 150 ms")
+	row("room history: dormant / after a wake and a turn", fmt.Sprintf("%d events %d B / %d events %d B",
+		r.DormantHistory.Events, r.DormantHistory.Bytes, r.WokenHistory.Events, r.WokenHistory.Bytes), "")
 	shapes := []struct {
 		name string
 		s    *scale
@@ -149,6 +169,8 @@ func (r benchReport) table() string {
 			continue
 		}
 		row(fmt.Sprintf("%s: bind %d dormant rooms", sh.name, r.Rooms), fmt.Sprintf("%.1f s (settled %.1f s)", sh.s.BindSeconds, sh.s.SettleSeconds), "")
+		row(sh.name+": bind CPU per room", sh.s.BindCPU.String(), "")
+		row(sh.name+": burst CPU per turn", sh.s.BurstCPU.String(), "")
 		row(sh.name+": child processes while dormant", strconv.Itoa(sh.s.DormantChildren), "0")
 		rssName := sh.name + ": worker RSS"
 		if sh.name == "jam dev" {
@@ -168,10 +190,12 @@ func (r benchReport) table() string {
 // scaleAndBurst binds rooms dormant rooms to agent, waits until their registrations have
 // settled, counts provider children of parent and the RSS of worker, then messages 50 fresh
 // rooms at once.
-func scaleAndBurst(t *testing.T, c *client.Client, agent uuid.UUID, parent, worker int, exe string, rooms int) scale {
+func scaleAndBurst(t *testing.T, c *client.Client, agent uuid.UUID, parent, worker int, exe string, rooms int, profDir string) scale {
 	t.Helper()
 	ctx := context.Background()
 	var out scale
+	cpu0 := sampleCPU(t)
+	bindProfile := profileCPU(t, profDir, "bind", 10)
 	start := time.Now()
 	var (
 		wg   sync.WaitGroup
@@ -198,6 +222,8 @@ func scaleAndBurst(t *testing.T, c *client.Client, agent uuid.UUID, parent, work
 	// The last registration to be bound has loaded its session: the queue has drained.
 	awaitPresence(t, c, last, domain.PresenceDormant, 10*time.Minute)
 	out.SettleSeconds = time.Since(start).Seconds()
+	out.BindCPU = cpu0.costUntil(sampleCPU(t), rooms)
+	bindProfile()
 	out.DormantChildren = len(providerChildren(t, parent, exe))
 	out.WorkerRSSMiB = rssMiB(t, worker)
 
@@ -216,6 +242,8 @@ func scaleAndBurst(t *testing.T, c *client.Client, agent uuid.UUID, parent, work
 	for i := range targets {
 		targets[i], _ = roomWith(t, c, fmt.Sprintf("burst-%d", i), agent)
 	}
+	cpu0 = sampleCPU(t)
+	burstProfile := profileCPU(t, profDir, "burst", 3)
 	start = time.Now()
 	msgs := make([]api.MessageBody, burst)
 	for i := range targets {
@@ -227,6 +255,8 @@ func scaleAndBurst(t *testing.T, c *client.Client, agent uuid.UUID, parent, work
 		awaitReply(t, c, m, 5*time.Minute)
 	}
 	out.BurstSeconds = time.Since(start).Seconds()
+	out.BurstCPU = cpu0.costUntil(sampleCPU(t), burst)
+	burstProfile()
 	out.TurnsPerSecond = burst / out.BurstSeconds
 	return out
 }
@@ -237,7 +267,8 @@ func scaleAndBurst(t *testing.T, c *client.Client, agent uuid.UUID, parent, work
 func startProduction(t *testing.T) (*client.Client, uuid.UUID, int, int) {
 	t.Helper()
 	p := startProductionServer(t, "bench-token")
-	worker := startJam(t, append(append(p.base, "JAM_HOME="+t.TempDir()), ownedEnv(t, t.TempDir())...), "worker", "--node", "bench")
+	worker := startJam(t, append(append(p.base, "JAM_HOME="+t.TempDir()), ownedEnv(t, t.TempDir())...), "worker", "--node", "bench",
+		"--max-runtimes", "0") // the burst measures throughput, not a capacity limit
 	var agent api.AgentBody
 	must(t, p.client.Do(context.Background(), http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "bench", Kind: domain.AgentOwned}, &agent))
 	return p.client, agent.ID, worker.cmd.Process.Pid, p.server.cmd.Process.Pid
