@@ -38,7 +38,9 @@ const turnHeartbeat = 5 * time.Second
 // Runtimes holds the activities that run provider runtimes on this node. It is registered
 // only on the node's task queue: the runtime it starts lives in this worker process.
 type Runtimes struct {
-	Store       *store.Store
+	Store *store.Store
+	// Node is this node's name: the runtimes it starts and ends hold and free its slots.
+	Node        string
 	Table       RuntimeTable
 	Permissions provider.PermissionBroker
 	Layout      domain.Layout
@@ -109,6 +111,19 @@ type PrepareRuntimeResult struct {
 // session it bound. A session that has bound a provider session resumes exactly that one or
 // fails with domain.ErrTypeExactResume.
 func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (_ PrepareRuntimeResult, retErr error) {
+	defer func() {
+		// The slot the wake took here: held while the runtime lives, free when it did not
+		// start (a retry that starts it takes it again).
+		var err error
+		if retErr == nil {
+			err = r.Store.ConfirmPlacement(context.WithoutCancel(ctx), in.RuntimeSession, r.Node)
+		} else {
+			err = r.Store.ReleasePlacement(context.WithoutCancel(ctx), in.RuntimeSession, r.Node)
+		}
+		if err != nil {
+			r.Log.Warn("runtime placement not recorded", "runtime_session", in.RuntimeSession, "error", err)
+		}
+	}()
 	hs, err := r.Store.GetHostSession(ctx, in.RuntimeSession)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && hs.Removed) {
 		return PrepareRuntimeResult{}, contract.Fail(
@@ -528,6 +543,9 @@ func (r *Runtimes) TeardownRuntime(ctx context.Context, in TeardownRuntimeInput)
 	// A runtime being torn down acts no more, whether or not its teardown succeeds.
 	r.revokeTools(in.RuntimeSession, in.Generation)
 	if err := r.Table.Teardown(ctx, in.RuntimeSession, in.Reason); err != nil {
+		return err
+	}
+	if err := r.Store.ReleasePlacement(ctx, in.RuntimeSession, r.Node); err != nil {
 		return err
 	}
 	err := r.Store.RecordRuntimeStopped(ctx, in.RuntimeSession, in.Generation, in.Reason, time.Now())

@@ -99,10 +99,13 @@ type LoadSessionResult struct {
 	IdleSecs int  `json:"idle_secs"`
 	// Sandboxed: the session runs in its runtime host's sandbox (a lease is taken first).
 	Sandboxed bool `json:"sandboxed"`
-	// Node is where a runtime should start: the previous node while it is live, else the
-	// freshest live node that has an adapter for the session's provider; "" when no node is
-	// live or nothing is to start.
+	// Node is where a runtime should start, with a slot taken there (domain.Place): the
+	// previous node while it is live, else the live undrained node with the most free
+	// capacity that has an adapter for the session's provider; "" when nothing is to start
+	// or no node can take it (Waiting says why).
 	Node string `json:"node"`
+	// Waiting is why no node took the runtime.
+	Waiting string `json:"waiting,omitempty"`
 	// NoAdapter: nodes are live but none has an adapter for the session's transport.
 	NoAdapter bool             `json:"no_adapter,omitempty"`
 	Transport domain.Transport `json:"transport,omitempty"`
@@ -137,9 +140,12 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 	// Only a session that will wake needs a node: a dormant registration reads no nodes.
 	if !out.Removed && !out.AgentStopped && (out.Backlog > 0 || !out.Lazy || in.WantLive) {
 		row, _ := domain.LookupTransport(hs.Config.Transport)
-		if out.Node, out.NoAdapter, err = s.pickNode(ctx, in.PreviousNode, row.Provider); err != nil {
+		// A host-native runtime that ran on a node left its workspace and provider state there.
+		pl, err := s.Store.PlaceRuntime(ctx, in.RuntimeSession, in.PreviousNode, !out.Sandboxed, row.Provider)
+		if err != nil {
 			return LoadSessionResult{}, err
 		}
+		out.Node, out.NoAdapter, out.Waiting = pl.Node, pl.NoAdapter, pl.Waiting
 	}
 	return out, nil
 }
@@ -165,38 +171,6 @@ func (s *Sessions) idleSecs(ctx context.Context, c domain.TemplateConfig) (int, 
 		return 0, fmt.Errorf("setting %s: want a positive number of seconds", domain.SettingIdleSecs)
 	}
 	return n, nil
-}
-
-// pickNode keeps a runtime on the node whose disk holds its workspace while that node is
-// live (and can run it), else takes the node that can run the provider and beat most
-// recently. noAdapter: nodes are live, none can run the provider.
-func (s *Sessions) pickNode(ctx context.Context, previous string, p domain.Provider) (node string, noAdapter bool, err error) {
-	nodes, err := s.Store.ListNodes(ctx)
-	if err != nil {
-		return "", false, err
-	}
-	now, err := s.Store.Now(ctx)
-	if err != nil {
-		return "", false, err
-	}
-	best, live := "", false
-	var bestBeat = now.Add(-domain.NodeStaleAfter)
-	for _, n := range nodes {
-		if now.Sub(n.HeartbeatAt) > domain.NodeStaleAfter {
-			continue
-		}
-		live = true
-		if !n.Runs(p) {
-			continue
-		}
-		if n.Name == previous {
-			return n.Name, false, nil
-		}
-		if n.HeartbeatAt.After(bestBeat) || best == "" {
-			best, bestBeat = n.Name, n.HeartbeatAt
-		}
-	}
-	return best, live && best == "", nil
 }
 
 // RecordRuntimeFailureInput holds a session in a permanent start failure.

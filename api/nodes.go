@@ -30,6 +30,16 @@ type NodeBody struct {
 	HeartbeatAgeSeconds float64   `json:"heartbeat_age_seconds"`
 	// Stale is true once three heartbeats in a row were missed.
 	Stale bool `json:"stale"`
+	// State is live, draining or stale.
+	State domain.NodeState `json:"state"`
+	// Runtimes is the live runtimes placed on the node (started or starting); MaxRuntimes
+	// how many it carries at most (0: no limit).
+	Runtimes    int `json:"runtimes"`
+	MaxRuntimes int `json:"max_runtimes"`
+	// Draining: the node takes no new runtime (`jam node drain`).
+	Draining bool `json:"draining"`
+	// Adapters are the provider families the node's worker can run.
+	Adapters []domain.Provider `json:"adapters"`
 }
 
 // NodeList is the body of GET /v1/nodes.
@@ -46,10 +56,40 @@ type NodeProbeBody struct {
 
 func nodeBody(n domain.Node, now time.Time) NodeBody {
 	age := now.Sub(n.HeartbeatAt)
+	adapters := n.Adapters
+	if adapters == nil {
+		adapters = []domain.Provider{}
+	}
 	return NodeBody{
 		Name: n.Name, Hostname: n.Hostname, PID: n.PID, Version: n.Version, DataDir: n.DataDir,
 		TaskQueue: contract.NodeTaskQueue(n.Name), StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt,
 		HeartbeatAgeSeconds: max(0, age.Round(time.Millisecond).Seconds()), Stale: age > domain.NodeStaleAfter,
+		State: n.State(now), Runtimes: n.Runtimes, MaxRuntimes: n.MaxRuntimes, Draining: n.Draining, Adapters: adapters,
+	}
+}
+
+// drainNode takes the node out of service (POST /v1/nodes/{name}/drain) or back in
+// (/undrain): a drained node takes no new runtime; its live runtimes are reaped when idle,
+// and rooms whose workspace is on its disk keep waking there.
+func (s *Server) drainNode(draining bool) func(c *gin.Context) error {
+	return func(c *gin.Context) error {
+		n, err := s.nodeParam(c)
+		if err != nil {
+			return err
+		}
+		n, err = s.cfg.Store.SetNodeDraining(c.Request.Context(), n.Name, draining)
+		if errors.Is(err, store.ErrNotFound) {
+			return notFound("node", err)
+		}
+		if err != nil {
+			return err
+		}
+		now, err := s.cfg.Store.Now(c.Request.Context())
+		if err != nil {
+			return err
+		}
+		c.JSON(http.StatusOK, nodeBody(n, now))
+		return nil
 	}
 }
 

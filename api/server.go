@@ -86,6 +86,8 @@ func New(cfg Config) (*Server, error) {
 	op.GET("/nodes", s.handler(s.listNodes))
 	op.GET("/nodes/:name", s.handler(s.getNode))
 	op.POST("/nodes/:name/probe", s.handler(s.probeNode))
+	op.POST("/nodes/:name/drain", s.handler(s.drainNode(true)))
+	op.POST("/nodes/:name/undrain", s.handler(s.drainNode(false)))
 	op.GET("/sandbox/support", s.handler(s.sandboxSupport))
 	op.GET("/sandbox/inventory", s.handler(s.sandboxInventory))
 	op.GET("/hosts", s.handler(s.listHosts))

@@ -17,6 +17,8 @@ type production struct {
 	base   []string
 	client *client.Client
 	server *proc
+	// url is the API's base URL, for the CLI (JAM_URL).
+	url string
 }
 
 func startProductionServer(t *testing.T, token string) production {
@@ -33,5 +35,5 @@ func startProductionServer(t *testing.T, token string) production {
 	}
 	server := startJam(t, append(base, "JAM_HOME="+t.TempDir(), "JAM_API_TOKEN="+token), "server", "--listen", listen)
 	waitHTTP(t, "http://"+listen+"/readyz", http.StatusOK, 30*time.Second)
-	return production{base: base, client: apiClient("http://"+listen, token), server: server}
+	return production{base: base, client: apiClient("http://"+listen, token), server: server, url: "http://" + listen}
 }

@@ -56,6 +56,9 @@ type Config struct {
 	Logger *slog.Logger
 	// StopTimeout bounds how long Stop waits for running activities (DefaultStopTimeout).
 	StopTimeout time.Duration
+	// MaxRuntimes is how many live runtimes this node carries at most (0: no limit); wakes
+	// beyond it are placed on other nodes or wait (domain.Place).
+	MaxRuntimes int
 	// HeartbeatInterval is how often the node row is refreshed (domain.NodeHeartbeatInterval).
 	HeartbeatInterval time.Duration
 	// Register, when set, adds registrations to the shared and the node worker (tests use it
@@ -116,9 +119,14 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	host, _ := os.Hostname()
 	node, err := cfg.Store.RegisterNode(ctx, domain.Node{
 		Name: cfg.Node, Hostname: host, PID: os.Getpid(), Version: cfg.Version, DataDir: cfg.DataDir,
-		Adapters: slices.Sorted(maps.Keys(cfg.Factories)),
+		Adapters: slices.Sorted(maps.Keys(cfg.Factories)), MaxRuntimes: cfg.MaxRuntimes,
 	})
 	if err != nil {
+		return nil, err
+	}
+	// This process starts with no runtime: slots its predecessor held are free (its
+	// children are reaped below, before any activity runs).
+	if err := cfg.Store.ClearNodePlacements(ctx, cfg.Node); err != nil {
 		return nil, err
 	}
 	layout := domain.Layout{Root: cfg.DataDir}
@@ -143,6 +151,9 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		// dormant (a lost signal is healed by its next turn, which finds no runtime).
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		if err := cfg.Store.ReleasePlacement(ctx, exit.RuntimeSession, cfg.Node); err != nil {
+			cfg.Logger.Warn("release runtime placement", "runtime_session", exit.RuntimeSession, "error", err)
+		}
 		if err := cfg.Store.RecordRuntimeExit(ctx, exit.RuntimeSession, exit.Generation, exit.Reason, time.Now()); err != nil {
 			cfg.Logger.Warn("record runtime exit", "runtime_session", exit.RuntimeSession, "error", err)
 		}
@@ -169,7 +180,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
 	w.node.RegisterActivity(sbx)
 	w.node.RegisterActivity(&activities.Checkpoints{Store: cfg.Store, Layout: layout})
-	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Table: w.runtimes, Permissions: w.permissions,
+	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Node: cfg.Node, Table: w.runtimes, Permissions: w.permissions,
 		Poke:   starter.Poke,
 		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes"), Pause: cfg.Pause, Env: cfg.Env,
 		ReadyTimeout: cfg.Lifecycle.ReadyTimeout, Tools: toolBackend, MCP: w.mcp.endpoints()})

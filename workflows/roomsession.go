@@ -20,8 +20,10 @@ var (
 	// runtimeHeartbeat is how long a node activity may go without a heartbeat before the
 	// worker is considered dead (it beats every 5 s).
 	runtimeHeartbeat = 15 * time.Second
-	// nodeScheduleToStart bounds how long a node activity waits for its node's worker.
-	nodeScheduleToStart = 60 * time.Second
+	// nodeScheduleToStart bounds how long a node activity waits for its node's worker: a
+	// live worker polls its queue all the time, so a longer wait means it died, and the
+	// session should learn that (and place again) before the node is even marked stale.
+	nodeScheduleToStart = 20 * time.Second
 	// maxCrashRetries is how many times in a row a crashed turn is retried without a new poke.
 	maxCrashRetries = 3
 	// maxTurnsPerRun continues the workflow as new after this many turns even if Temporal
@@ -313,7 +315,12 @@ func (r *roomSession) serve(ctx workflow.Context) {
 				fmt.Sprintf("no live node has a runtime adapter for transport %s", load.Transport)) {
 				return
 			}
-			r.s.LastError = "no live node to run the runtime on"
+			// Full nodes, a draining fleet or a stale node holding the room's state: the
+			// messages stay queued and the reason shows on the session until a poke places it.
+			r.s.LastError = load.Waiting
+			if r.s.LastError == "" {
+				r.s.LastError = "no live node to run the runtime on"
+			}
 			return
 		}
 		if !r.prepare(ctx, load.Node, load.Sandboxed) {

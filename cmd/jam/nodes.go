@@ -15,16 +15,12 @@ func newNodeCmd(_ *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Short: "Nodes: the machines that run workers"}
 	cf := addClientFlags(cmd)
 
-	list := listCmd(cf, "list", "List nodes with the age of their last heartbeat", cobra.NoArgs, fixed("/v1/nodes"),
-		"NAME\tSTATE\tHEARTBEAT\tHOSTNAME\tPID\tVERSION\tTASK QUEUE",
+	list := listCmd(cf, "list", "List nodes with their state, load and capacity, and the age of their last heartbeat", cobra.NoArgs, fixed("/v1/nodes"),
+		"NAME\tSTATE\tRUNTIMES\tHEARTBEAT\tHOSTNAME\tPID\tVERSION\tTASK QUEUE",
 		func(out api.NodeList) [][]string {
 			rows := make([][]string, len(out.Items))
 			for i, n := range out.Items {
-				state := "live"
-				if n.Stale {
-					state = "stale"
-				}
-				rows[i] = []string{n.Name, state, ago(n.HeartbeatAgeSeconds), n.Hostname, strconv.Itoa(n.PID), n.Version, n.TaskQueue}
+				rows[i] = []string{n.Name, string(n.State), load(n), ago(n.HeartbeatAgeSeconds), n.Hostname, strconv.Itoa(n.PID), n.Version, n.TaskQueue}
 			}
 			return rows
 		})
@@ -56,6 +52,34 @@ func newNodeCmd(_ *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(list, show, probe)
+	drain := func(use, short, long, path string) *cobra.Command {
+		return &cobra.Command{
+			Use: use + " NAME", Short: short, Long: long, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				raw, err := cf.call(cmd, http.MethodPost, "/v1/nodes/"+url.PathEscape(args[0])+"/"+path, nil)
+				if err != nil {
+					return err
+				}
+				return render(cf, cmd, raw, func(n api.NodeBody) error {
+					_, err := fmt.Fprintf(cmd.OutOrStdout(), "node %s is %s with %s runtimes\n", n.Name, n.State, load(n))
+					return err
+				})
+			},
+		}
+	}
+	cmd.AddCommand(list, show, probe,
+		drain("drain", "Take a node out of service: it takes no new runtime",
+			`A drained node takes no new runtime: wakes go to other nodes. Its live runtimes are
+reaped when idle. A host-native room whose workspace is on the node's disk keeps waking there
+(its state cannot move); start it fresh to move it.`, "drain"),
+		drain("undrain", "Put a drained node back in service", "", "undrain"))
 	return cmd
+}
+
+// load is a node's "runtimes/capacity" ("3/8"; "3/-" without a limit).
+func load(n api.NodeBody) string {
+	if n.MaxRuntimes <= 0 {
+		return strconv.Itoa(n.Runtimes) + "/-"
+	}
+	return fmt.Sprintf("%d/%d", n.Runtimes, n.MaxRuntimes)
 }

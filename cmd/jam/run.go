@@ -56,6 +56,12 @@ func addNodeFlag(fs *pflag.FlagSet, o *app.Options) {
 	bindEnv(fs, "sbx", sandbox.EnvSbx)
 }
 
+// addMaxRuntimesFlag: def is the flag's default (-1: from the machine's cores and memory).
+func addMaxRuntimesFlag(fs *pflag.FlagSet, o *app.Options, def int, usage string) {
+	fs.IntVar(&o.MaxRuntimes, "max-runtimes", def, usage)
+	bindEnv(fs, "max-runtimes", "JAM_MAX_RUNTIMES")
+}
+
 func newDevCmd(g *globals) *cobra.Command {
 	var o app.Options
 	var temporalLogLevel string
@@ -95,6 +101,7 @@ Ctrl-C stops the API, then the worker (running activities get 30 s), then Tempor
 	bindEnv(fs, "allow-remote-ui", app.EnvAllowRemoteUI)
 	addNamespaceFlag(fs, &o.Namespace)
 	addNodeFlag(fs, &o)
+	addMaxRuntimesFlag(fs, &o, 0, "live runtimes this node carries at most (0: no limit; -1: one per 256 MiB of memory, at most 32 per core)")
 	fs.StringVar(&o.TemporalDB, "temporal-db", "", "embedded Temporal's SQLite file (default $JAM_HOME/temporal.db)")
 	bindEnv(fs, "temporal-db", "JAM_DEV_TEMPORAL_DB")
 	fs.BoolVar(&o.Ephemeral, "ephemeral", false, "keep Temporal in memory and the store in a temporary file")
@@ -146,8 +153,13 @@ func newWorkerCmd(g *globals) *cobra.Command {
 		Use:   "worker",
 		Short: "Run the Temporal workers of one node (machine)",
 		Long: `Run the workers of one node: the shared task queue ` + "`jam`" + ` and the node's own
-` + "`jam.node.<node>`" + `. The node registers in the store and heartbeats every 10 s. Run one per
-machine that runs agents; a restarted worker with the same node name serves the same queue.`,
+` + "`jam.node.<node>`" + `. The node registers in the store and heartbeats every 5 s (stale after
+15 s without one). Run one per machine that runs agents; a restarted worker with the same node
+name serves the same queue.
+
+Wakes place a room's runtime on the live node with the most free capacity (--max-runtimes);
+a host-native room stays on the node whose disk holds its workspace. ` + "`jam node drain`" + ` stops
+new runtimes landing on a node.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			finish(&o, g, cmd)
@@ -156,5 +168,6 @@ machine that runs agents; a restarted worker with the same node name serves the 
 	}
 	addProductionFlags(cmd.Flags(), &o)
 	addNodeFlag(cmd.Flags(), &o)
+	addMaxRuntimesFlag(cmd.Flags(), &o, -1, "live runtimes this node carries at most (-1: one per 256 MiB of memory, at most 32 per core; 0: no limit)")
 	return cmd
 }

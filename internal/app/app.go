@@ -49,6 +49,9 @@ type Options struct {
 	// TemporalLogLevel filters the embedded Temporal server's own logs.
 	TemporalLogLevel slog.Level
 	Node             string
+	// MaxRuntimes is how many live runtimes this node's worker carries at most: 0 no limit,
+	// -1 from the machine (domain.DefaultMaxRuntimes).
+	MaxRuntimes int
 	// Sbx is the `sbx` executable (--sbx / JAM_SBX); "" resolves sbx on PATH.
 	Sbx       string
 	Ephemeral bool
@@ -280,6 +283,6 @@ func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Sto
 		Client: c, Store: st, Node: o.Node, DataDir: o.Home, Version: o.Version, Sbx: we.sbx,
 		Logger: o.Logger.With("component", "worker"), Env: we.env, Lifecycle: we.lifecycle,
 		PermissionTimeout: we.permission, Pause: we.pause, MCP: we.mcp, QuestionTimeout: we.question,
-		Factories: we.factories, Fail: we.fail,
+		Factories: we.factories, Fail: we.fail, MaxRuntimes: maxRuntimes(o.MaxRuntimes),
 	})
 }

@@ -17,13 +17,43 @@ type Node struct {
 	HeartbeatAt time.Time
 	// Adapters are the provider families this node's worker has a runtime adapter for.
 	Adapters []Provider
+	// MaxRuntimes is how many live runtimes the node may carry (0: no limit).
+	MaxRuntimes int
+	// Draining: an operator took the node out of service; it takes no new runtime.
+	Draining bool
+	// Runtimes is the node's placed runtimes (started, or being started) when read.
+	Runtimes int
+}
+
+// NodeState is how a node stands for placement.
+type NodeState string
+
+// Node states (wire names).
+const (
+	NodeLive     NodeState = "live"
+	NodeDraining NodeState = "draining"
+	NodeStale    NodeState = "stale"
+)
+
+// State is the node's state at now: stale once three heartbeats were missed, else draining
+// when an operator drained it, else live.
+func (n Node) State(now time.Time) NodeState {
+	switch {
+	case now.Sub(n.HeartbeatAt) > NodeStaleAfter:
+		return NodeStale
+	case n.Draining:
+		return NodeDraining
+	default:
+		return NodeLive
+	}
 }
 
 // Runs reports whether the node has an adapter for the provider family.
 func (n Node) Runs(p Provider) bool { return slices.Contains(n.Adapters, p) }
 
-// NodeHeartbeatInterval is how often a worker refreshes its node row.
-const NodeHeartbeatInterval = 10 * time.Second
+// NodeHeartbeatInterval is how often a worker refreshes its node row: a node whose worker
+// died is stale 15 s later, so its rooms can be placed elsewhere well within a minute.
+const NodeHeartbeatInterval = 5 * time.Second
 
 // NodeStaleAfter is the heartbeat age after which a node is reported stale: three missed beats.
 const NodeStaleAfter = 3 * NodeHeartbeatInterval

@@ -20,12 +20,16 @@ type nodeRow struct {
 	StartedAt   time.Time `db:"started_at"`
 	HeartbeatAt time.Time `db:"heartbeat_at"`
 	Adapters    string    `db:"adapters"`
+	MaxRuntimes int       `db:"max_runtimes"`
+	Draining    bool      `db:"draining"`
+	Runtimes    int       `db:"runtimes"`
 }
 
 func (r nodeRow) domain() domain.Node {
 	n := domain.Node{
 		Name: r.Name, Hostname: r.Hostname, PID: r.PID, Version: r.Version, DataDir: r.DataDir,
-		StartedAt: utc(r.StartedAt), HeartbeatAt: utc(r.HeartbeatAt),
+		StartedAt: utc(r.StartedAt), HeartbeatAt: utc(r.HeartbeatAt), MaxRuntimes: r.MaxRuntimes, Draining: r.Draining,
+		Runtimes: r.Runtimes,
 	}
 	// A row a worker wrote is valid JSON; anything else reads as "runs nothing known".
 	_ = json.Unmarshal([]byte(r.Adapters), &n.Adapters)
@@ -81,12 +85,12 @@ func (q *Q) RegisterNode(ctx context.Context, n domain.Node) (domain.Node, error
 			adapters = []byte("[]")
 		}
 		_, err = q.exec(ctx, `
-INSERT INTO nodes (name, hostname, pid, version, data_dir, started_at, heartbeat_at, adapters)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO nodes (name, hostname, pid, version, data_dir, started_at, heartbeat_at, adapters, max_runtimes)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid,
     version = excluded.version, data_dir = excluded.data_dir, started_at = excluded.started_at,
-    heartbeat_at = excluded.heartbeat_at, adapters = excluded.adapters`,
-			n.Name, n.Hostname, n.PID, n.Version, n.DataDir, n.StartedAt, n.HeartbeatAt, string(adapters))
+    heartbeat_at = excluded.heartbeat_at, adapters = excluded.adapters, max_runtimes = excluded.max_runtimes`,
+			n.Name, n.Hostname, n.PID, n.Version, n.DataDir, n.StartedAt, n.HeartbeatAt, string(adapters), n.MaxRuntimes)
 		return err
 	})
 	if err != nil {
@@ -118,7 +122,11 @@ func (q *Q) HeartbeatNode(ctx context.Context, n domain.Node) error {
 // GetNode reads one node.
 func (q *Q) GetNode(ctx context.Context, name string) (domain.Node, error) {
 	var r nodeRow
-	if err := q.get(ctx, &r, `SELECT * FROM nodes WHERE name = ?`, name); err != nil {
+	cutoff, err := q.placementCutoff(ctx)
+	if err != nil {
+		return domain.Node{}, err
+	}
+	if err := q.get(ctx, &r, nodeSelect+` WHERE n.name = ?`, cutoff, name); err != nil {
 		return domain.Node{}, fmt.Errorf("get node %s: %w", name, err)
 	}
 	return r.domain(), nil
@@ -127,7 +135,11 @@ func (q *Q) GetNode(ctx context.Context, name string) (domain.Node, error) {
 // ListNodes lists every node by name.
 func (q *Q) ListNodes(ctx context.Context) ([]domain.Node, error) {
 	var rows []nodeRow
-	if err := q.selectAll(ctx, &rows, `SELECT * FROM nodes ORDER BY name`); err != nil {
+	cutoff, err := q.placementCutoff(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.selectAll(ctx, &rows, nodeSelect+` ORDER BY n.name`, cutoff); err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	out := make([]domain.Node, len(rows))

@@ -1,0 +1,122 @@
+package domain
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+)
+
+// PlacementPending is how long a placement whose runtime has not started yet holds its slot:
+// longer than a wake takes to start a runtime (a sandbox's preparation included), so a wake
+// that gave up never holds the slot for long.
+const PlacementPending = 15 * time.Minute
+
+// DefaultMaxRuntimes is a worker node's capacity when its operator names none: one runtime
+// per 256 MiB of memory (a provider CLI with its children holds a few hundred MiB while a
+// turn runs), and no more than 32 per core (idle runtimes cost no CPU, turns do).
+func DefaultMaxRuntimes(cores int, memoryBytes uint64) int {
+	n := 32 * max(cores, 1)
+	if memoryBytes > 0 {
+		n = min(n, max(int(memoryBytes/(256<<20)), 1))
+	}
+	return n
+}
+
+// DefaultMaxRuntimesHere is DefaultMaxRuntimes of this machine (memoryBytes: its memory).
+func DefaultMaxRuntimesHere(memoryBytes uint64) int {
+	return DefaultMaxRuntimes(runtime.NumCPU(), memoryBytes)
+}
+
+// Free is how many more runtimes the node may take (-1: no limit).
+func (n Node) Free() int {
+	if n.MaxRuntimes <= 0 {
+		return -1
+	}
+	return max(n.MaxRuntimes-n.Runtimes, 0)
+}
+
+// NodePlacement is where a wake's runtime goes, or why it waits.
+type NodePlacement struct {
+	Node string `json:"node,omitempty"`
+	// Waiting says why no node took the runtime ("" when placed).
+	Waiting string `json:"waiting,omitempty"`
+	// NoAdapter: nodes are live but none can run the provider.
+	NoAdapter bool `json:"no_adapter,omitempty"`
+}
+
+// Place chooses the node for a room session's runtime. nodes carry their runtimes counted
+// without this session's own placement. pinned: the session's workspace and provider state
+// are on previous's disk and nowhere else (a host-native runtime that ran there), so it
+// runs there or waits for it: while that node is live, even draining (the state cannot leave
+// with it) or full, and while it is stale, until it is back. An unpinned session goes back
+// to previous while it is live, undrained and has room; otherwise to the live, undrained
+// node that runs the provider with the most free capacity (fewest runtimes on a tie, then
+// by name, so the choice is stable).
+func Place(nodes []Node, now time.Time, previous string, pinned bool, p Provider) NodePlacement {
+	var best *Node
+	live, runs, full, draining := false, false, 0, 0
+	pinned = pinned && previous != ""
+	for i := range nodes {
+		n := &nodes[i]
+		stale := now.Sub(n.HeartbeatAt) > NodeStaleAfter
+		if pinned && n.Name == previous {
+			switch {
+			case stale:
+				return NodePlacement{Waiting: fmt.Sprintf("node %s, which holds this room's workspace and provider state, is not live (last heartbeat %s ago); the room waits for it, or start it fresh",
+					n.Name, now.Sub(n.HeartbeatAt).Round(time.Second))}
+			case !n.Runs(p):
+				return NodePlacement{NoAdapter: true, Waiting: fmt.Sprintf("node %s, which holds this room's workspace, has no runtime adapter for %s", n.Name, p)}
+			case n.Free() == 0:
+				return NodePlacement{Waiting: fmt.Sprintf("node %s, which holds this room's workspace, is at capacity (%d of %d runtimes); the wake waits for a free slot",
+					n.Name, n.Runtimes, n.MaxRuntimes)}
+			}
+			return NodePlacement{Node: n.Name}
+		}
+		if stale {
+			continue
+		}
+		live = true
+		if !n.Runs(p) {
+			continue
+		}
+		runs = true
+		if n.Name == previous && !n.Draining && n.Free() != 0 {
+			return NodePlacement{Node: n.Name}
+		}
+		switch {
+		case n.Draining:
+			draining++
+		case n.Free() == 0:
+			full++
+		case best == nil || better(n, best):
+			best = n
+		}
+	}
+	switch {
+	case pinned:
+		return NodePlacement{Waiting: fmt.Sprintf("node %s, which holds this room's workspace and provider state, is gone; start the room fresh", previous)}
+	case best != nil:
+		return NodePlacement{Node: best.Name}
+	case !live:
+		return NodePlacement{Waiting: "no live node to run the runtime on"}
+	case !runs:
+		return NodePlacement{NoAdapter: true, Waiting: fmt.Sprintf("no live node has a runtime adapter for %s", p)}
+	default:
+		return NodePlacement{Waiting: fmt.Sprintf("every live node that runs %s is full or draining (%d full, %d draining); the wake waits for a free slot", p, full, draining)}
+	}
+}
+
+// better orders candidates: more free capacity (no limit first), then fewer runtimes.
+func better(a, b *Node) bool {
+	fa, fb := a.Free(), b.Free()
+	switch {
+	case fa != fb && (fa < 0 || fb < 0):
+		return fa < 0
+	case fa != fb:
+		return fa > fb
+	case a.Runtimes != b.Runtimes:
+		return a.Runtimes < b.Runtimes
+	default:
+		return a.Name < b.Name
+	}
+}

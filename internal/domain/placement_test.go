@@ -1,0 +1,72 @@
+package domain
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPlaceTakesTheNodeWithTheMostFreeCapacityAndKeepsRoomsOnTheirDisk(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	live, stale := now.Add(-time.Second), now.Add(-NodeStaleAfter-time.Second)
+	node := func(name string, runtimes, limit int, beat time.Time, draining bool) Node {
+		return Node{Name: name, HeartbeatAt: beat, Adapters: []Provider{ProviderACP}, Runtimes: runtimes, MaxRuntimes: limit, Draining: draining}
+	}
+	cases := []struct {
+		name     string
+		nodes    []Node
+		previous string
+		pinned   bool
+		want     string
+		waiting  string // a substring of the reason, when no node is chosen
+	}{
+		{"most free", []Node{node("a", 3, 5, live, false), node("b", 1, 5, live, false), node("c", 2, 10, live, false)}, "", false, "c", ""},
+		{"tie goes to fewer runtimes, then name", []Node{node("b", 1, 4, live, false), node("a", 1, 4, live, false), node("c", 2, 5, live, false)}, "", false, "a", ""},
+		{"no limit first", []Node{node("a", 0, 50, live, false), node("b", 9, 0, live, false)}, "", false, "b", ""},
+		{"full and draining nodes are skipped", []Node{node("a", 5, 5, live, false), node("b", 0, 5, live, true), node("c", 4, 5, live, false)}, "", false, "c", ""},
+		{"stale nodes are skipped", []Node{node("a", 0, 5, stale, false), node("b", 4, 5, live, false)}, "", false, "b", ""},
+		{"every node full or draining", []Node{node("a", 5, 5, live, false), node("b", 0, 5, live, true)}, "", false, "", "1 full, 1 draining"},
+		{"no live node", []Node{node("a", 0, 5, stale, false)}, "", false, "", "no live node"},
+		{"pinned stays on its draining node", []Node{node("a", 1, 5, live, true), node("b", 0, 5, live, false)}, "a", true, "a", ""},
+		{"pinned waits for its full node", []Node{node("a", 5, 5, live, false), node("b", 0, 5, live, false)}, "a", true, "", "is at capacity (5 of 5"},
+		{"pinned waits for its stale node", []Node{node("a", 0, 5, stale, false), node("b", 0, 5, live, false)}, "a", true, "", "is not live"},
+		{"pinned to a node that is gone", []Node{node("b", 0, 5, live, false)}, "a", true, "", "is gone"},
+		{"unpinned goes back to its node while it has room", []Node{node("a", 3, 5, live, false), node("b", 0, 5, live, false)}, "a", false, "a", ""},
+		{"unpinned leaves a draining node", []Node{node("a", 0, 5, live, true), node("b", 2, 5, live, false)}, "a", false, "b", ""},
+		{"unpinned leaves a stale node", []Node{node("a", 0, 5, stale, false), node("b", 2, 5, live, false)}, "a", false, "b", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Place(c.nodes, now, c.previous, c.pinned, ProviderACP)
+			if got.Node != c.want {
+				t.Fatalf("placed on %q (%s), want %q", got.Node, got.Waiting, c.want)
+			}
+			if c.want == "" && !strings.Contains(got.Waiting, c.waiting) {
+				t.Fatalf("waiting %q, want it to say %q", got.Waiting, c.waiting)
+			}
+			if c.want != "" && got.Waiting != "" {
+				t.Fatalf("placed with a waiting reason %q", got.Waiting)
+			}
+		})
+	}
+}
+
+func TestPlaceSaysWhenNoLiveNodeRunsTheProvider(t *testing.T) {
+	now := time.Now()
+	got := Place([]Node{{Name: "a", HeartbeatAt: now, Adapters: []Provider{ProviderCodex}}}, now, "", false, ProviderACP)
+	if got.Node != "" || !got.NoAdapter {
+		t.Fatalf("got %+v, want no adapter", got)
+	}
+}
+
+func TestDefaultCapacityFollowsMemoryAndCores(t *testing.T) {
+	for _, c := range []struct {
+		cores int
+		mem   uint64
+		want  int
+	}{{2, 24 << 30, 64}, {2, 4 << 30, 16}, {8, 0, 256}, {1, 100 << 20, 1}} {
+		if got := DefaultMaxRuntimes(c.cores, c.mem); got != c.want {
+			t.Errorf("DefaultMaxRuntimes(%d, %d) = %d, want %d", c.cores, c.mem, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+func TestWakesAtOnceNeverTakeMoreSlotsThanANodeHas(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		for _, name := range []string{"n1", "n2"} {
+			if _, err := s.RegisterNode(ctx, domain.Node{Name: name, Hostname: name, PID: 1, DataDir: "/" + name,
+				Adapters: []domain.Provider{domain.ProviderACP}, MaxRuntimes: 3}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var (
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			placed = map[string][]uuid.UUID{}
+			waited int
+		)
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				id := uuid.New()
+				pl, err := s.PlaceRuntime(ctx, id, "", false, domain.ProviderACP)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if pl.Node == "" {
+					waited++
+				} else {
+					placed[pl.Node] = append(placed[pl.Node], id)
+				}
+			}()
+		}
+		wg.Wait()
+		if len(placed["n1"]) != 3 || len(placed["n2"]) != 3 || waited != 4 {
+			t.Fatalf("placed %d on n1, %d on n2, %d waited; want 3, 3, 4", len(placed["n1"]), len(placed["n2"]), waited)
+		}
+		nodes, err := s.ListNodes(ctx)
+		if err != nil || nodes[0].Runtimes != 3 || nodes[1].Runtimes != 3 {
+			t.Fatalf("nodes %+v %v", nodes, err)
+		}
+
+		// A runtime that started keeps its slot; one that ended frees it for the next wake.
+		if err := s.ConfirmPlacement(ctx, placed["n1"][0], "n1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ReleasePlacement(ctx, placed["n1"][1], "n1"); err != nil {
+			t.Fatal(err)
+		}
+		next := uuid.New()
+		if pl, err := s.PlaceRuntime(ctx, next, "", false, domain.ProviderACP); err != nil || pl.Node != "n1" {
+			t.Fatalf("after a release: %+v %v, want n1", pl, err)
+		}
+		// Placing a session again does not count its own earlier slot.
+		if pl, err := s.PlaceRuntime(ctx, next, "n1", false, domain.ProviderACP); err != nil || pl.Node != "n1" {
+			t.Fatalf("placing again: %+v %v, want n1", pl, err)
+		}
+
+		// A drained node takes no new runtime; a restarted worker starts with no slot held.
+		if n, err := s.SetNodeDraining(ctx, "n2", true); err != nil || !n.Draining {
+			t.Fatalf("drain: %+v %v", n, err)
+		}
+		if err := s.ClearNodePlacements(ctx, "n2"); err != nil {
+			t.Fatal(err)
+		}
+		if pl, err := s.PlaceRuntime(ctx, uuid.New(), "", false, domain.ProviderACP); err != nil || pl.Node != "" || pl.Waiting == "" {
+			t.Fatalf("with n1 full and n2 drained: %+v %v, want a waiting reason", pl, err)
+		}
+		if _, err := s.SetNodeDraining(ctx, "n2", false); err != nil {
+			t.Fatal(err)
+		}
+		if pl, err := s.PlaceRuntime(ctx, uuid.New(), "", false, domain.ProviderACP); err != nil || pl.Node != "n2" {
+			t.Fatalf("after undrain: %+v %v, want n2", pl, err)
+		}
+		if _, err := s.SetNodeDraining(ctx, "absent", true); err == nil {
+			t.Fatal("draining an unknown node succeeded")
+		}
+	})
+}
