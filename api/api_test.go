@@ -343,6 +343,30 @@ func TestNodesShowHeartbeatAgeAndStaleness(t *testing.T) {
 	if r := h.do(http.MethodGet, "/v1/nodes/bad%20name", testToken, nil); r.status != 400 || r.errorBody(t).Code != domain.CodeValidation {
 		t.Fatalf("bad node name: %d %s", r.status, r.body)
 	}
+	if list.Items[0].State != domain.NodeLive || list.Items[1].State != domain.NodeStale || list.Items[0].Adapters == nil {
+		t.Fatalf("node states %+v", list.Items)
+	}
+}
+
+func TestAnOperatorDrainsANodeAndPutsItBack(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	if _, err := h.store.RegisterNode(context.Background(), domain.Node{Name: "n1", Hostname: "h", PID: 1, MaxRuntimes: 8}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path  string
+		state domain.NodeState
+	}{{"/v1/nodes/n1/drain", domain.NodeDraining}, {"/v1/nodes/n1/drain", domain.NodeDraining}, {"/v1/nodes/n1/undrain", domain.NodeLive}} {
+		r := h.do(http.MethodPost, c.path, testToken, nil)
+		var n NodeBody
+		if err := json.Unmarshal(r.body, &n); err != nil || r.status != 200 || n.State != c.state || n.Draining != (c.state == domain.NodeDraining) || n.MaxRuntimes != 8 {
+			t.Fatalf("POST %s: %d %s", c.path, r.status, r.body)
+		}
+	}
+	if r := h.do(http.MethodPost, "/v1/nodes/absent/drain", testToken, nil); r.status != 404 || r.errorBody(t).Code != domain.CodeNotFound {
+		t.Fatalf("drain absent node: %d %s", r.status, r.body)
+	}
 }
 
 func TestSettingsCanBeSetAndRead(t *testing.T) {

@@ -84,13 +84,18 @@ func (s *Server) drainNode(draining bool) func(c *gin.Context) error {
 		if err != nil {
 			return err
 		}
-		now, err := s.cfg.Store.Now(c.Request.Context())
-		if err != nil {
-			return err
-		}
-		c.JSON(http.StatusOK, nodeBody(n, now))
-		return nil
+		return s.writeNode(c, n)
 	}
+}
+
+// writeNode answers with the node as it stands at the database's now.
+func (s *Server) writeNode(c *gin.Context, n domain.Node) error {
+	now, err := s.cfg.Store.Now(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, nodeBody(n, now))
+	return nil
 }
 
 func (s *Server) listNodes(c *gin.Context) error {
@@ -127,12 +132,7 @@ func (s *Server) getNode(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	now, err := s.cfg.Store.Now(c.Request.Context())
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, nodeBody(n, now))
-	return nil
+	return s.writeNode(c, n)
 }
 
 // probeNode runs the NodeProbe workflow and waits for the node's own worker to answer. It
