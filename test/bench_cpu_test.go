@@ -186,3 +186,29 @@ func roomHistory(t *testing.T, tc temporalclient.Client, session uuid.UUID) hist
 	})
 	return out
 }
+
+// saveHeap writes the heap profile and the runtime's memory statistics (debug=1: the
+// profile in text, ending with runtime.MemStats) of the process serving pprof at
+// JAM_BENCH_PPROF into dir: what the Go heap holds against the process's RSS.
+func saveHeap(t *testing.T, dir string) {
+	t.Helper()
+	addr := os.Getenv("JAM_BENCH_PPROF")
+	if addr == "" || dir == "" {
+		return
+	}
+	for name, query := range map[string]string{"heap.pprof": "", "heap.txt": "?debug=1"} {
+		resp, err := http.Get("http://" + addr + "/debug/pprof/heap" + query)
+		if err != nil {
+			t.Logf("heap profile: %v", err)
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+		}
+		if err != nil {
+			t.Logf("heap profile: %v", err)
+		}
+	}
+}

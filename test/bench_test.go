@@ -226,6 +226,7 @@ func scaleAndBurst(t *testing.T, c *client.Client, agent uuid.UUID, parent, work
 	bindProfile()
 	out.DormantChildren = len(providerChildren(t, parent, exe))
 	out.WorkerRSSMiB = rssMiB(t, worker)
+	saveHeap(t, profDir)
 
 	// Waking one room costs the same with every dormant room bound.
 	var wake []time.Duration
