@@ -131,6 +131,11 @@ func (r *roomSession) ready() bool {
 // wait blocks until there is something to do; a live, reapable runtime is torn down when
 // its idle threshold passes first.
 func (r *roomSession) wait(ctx workflow.Context) {
+	if r.s.Phase == domain.PhaseDormant && r.s.PlaceWaits > 0 && !r.s.Held &&
+		workflow.GetVersion(ctx, versionPlaceRetry, workflow.DefaultVersion, 1) >= 1 {
+		r.waitToPlace(ctx)
+		return
+	}
 	if r.s.Phase != domain.PhaseLive || !r.s.Lazy || r.s.IdlePolicy == domain.IdleKeepAlive {
 		_ = workflow.Await(ctx, r.ready)
 		return
@@ -308,6 +313,7 @@ func (r *roomSession) serve(ctx workflow.Context) {
 		}
 		r.s.Lazy, r.s.IdleSecs = load.Lazy, load.IdleSecs
 		if load.AgentStopped || (load.Backlog == 0 && load.Lazy && !r.s.WantLive) {
+			r.s.PlaceWaits = 0
 			return
 		}
 		if load.Node == "" {
@@ -321,13 +327,49 @@ func (r *roomSession) serve(ctx workflow.Context) {
 			if r.s.LastError == "" {
 				r.s.LastError = "no live node to run the runtime on"
 			}
+			r.s.PlaceWaits++
 			return
 		}
+		r.s.PlaceWaits = 0
 		if !r.prepare(ctx, load.Node, load.Sandboxed) {
 			return
 		}
 	}
 	r.turn(ctx)
+}
+
+// versionPlaceRetry gates the timer of a wake that found no node: histories written before
+// it waited for the next poke (a message, the Reconcile schedule) instead.
+const versionPlaceRetry = "place-retry"
+
+// placeRetryFirst and placeRetryMax bound the wait before a wake that found no node tries
+// again: soon after a slot frees or a node returns, and at most as long as the Reconcile
+// schedule's default interval, however long the fleet stays full.
+const (
+	placeRetryFirst = 5 * time.Second
+	placeRetryMax   = time.Minute
+)
+
+// placeRetryAfter is the wait before the n-th retry (n ≥ 1): doubling from placeRetryFirst
+// up to placeRetryMax, plus up to a fifth more, spread by the session's id so the sessions
+// a full fleet queued do not all come back in the same second.
+func placeRetryAfter(n int, session uuid.UUID) time.Duration {
+	d := placeRetryFirst
+	for i := 1; i < n && d < placeRetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, placeRetryMax)
+	return d + d*time.Duration(session[15]%51)/255
+}
+
+// waitToPlace waits for something to do or, first, for the time to try placing the wake again.
+func (r *roomSession) waitToPlace(ctx workflow.Context) {
+	d := placeRetryAfter(r.s.PlaceWaits, r.in.RuntimeSession)
+	opts := workflow.AwaitOptions{Timeout: d, TimerOptions: workflow.TimerOptions{
+		Summary: fmt.Sprintf("place the wake again in %s: %s", d.Round(time.Second), r.s.LastError)}}
+	if ok, _ := workflow.AwaitWithOptions(ctx, opts, r.ready); !ok {
+		r.s.Pokes++
+	}
 }
 
 // versionLocalLoad gates reading the session as a local activity: histories written before

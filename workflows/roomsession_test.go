@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,8 @@ type sessionEnv struct {
 	prepares int
 	turns    int
 	loads    int
+	// full is how many more wakes find every node full (LoadSession names no node).
+	full int
 	// teardowns records every teardown reason.
 	teardowns []domain.CheckpointReason
 	// turnErr, when set, fails the next RunTurn once.
@@ -54,8 +57,12 @@ func newSessionEnv(t *testing.T, opts ...func(*sessionEnv)) *sessionEnv {
 	e.env.OnActivity(sess.LoadSession, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.LoadSessionInput) (activities.LoadSessionResult, error) {
 			e.loads++
-			return activities.LoadSessionResult{Backlog: e.backlog, Lazy: e.lazy, IdleSecs: 2, Node: "n1",
-				AgentStopped: e.stopped}, nil
+			out := activities.LoadSessionResult{Backlog: e.backlog, Lazy: e.lazy, IdleSecs: 2, Node: "n1", AgentStopped: e.stopped}
+			if e.full > 0 && e.backlog > 0 {
+				e.full--
+				out.Node, out.Waiting = "", "every live node that runs acp is full or draining (1 full, 0 draining)"
+			}
+			return out, nil
 		})
 	e.env.OnActivity(rt.PrepareRuntime, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.PrepareRuntimeInput) (activities.PrepareRuntimeResult, error) {
@@ -486,5 +493,53 @@ func TestAStopDuringPrepareRunsNoTurn(t *testing.T) {
 	env.ExecuteWorkflow(RoomSession, contract.RoomSessionInput{RuntimeSession: uuid.New()})
 	if stopped != nil || turns != 0 || len(teardowns) != 1 {
 		t.Fatalf("stop %v, %d turns, teardowns %v", stopped, turns, teardowns)
+	}
+}
+
+func TestAWakeThatFindsEveryNodeFullTriesAgainOnABackingOffTimer(t *testing.T) {
+	e := newSessionEnv(t)
+	e.full = 3
+	e.at(time.Second, func() {
+		e.backlog = 1
+		e.poke()
+	})
+	e.at(3*time.Second, func() {
+		if st := e.state(); st.Phase != domain.PhaseDormant || !strings.Contains(st.LastError, "full") {
+			t.Errorf("while the fleet is full: state %+v, want dormant with the reason", st)
+		}
+	})
+	// No message and no Reconcile poke arrives: the session's own timer places it, after
+	// waits of about 5, 10 and 20 s.
+	e.at(time.Minute, func() {
+		// The runtime may already be reaped again (idle reap is short here): what matters
+		// is the answered turn and a cleared reason.
+		if st := e.state(); st.Turns != 1 || e.turns != 1 || st.LastError != "" {
+			t.Errorf("after the retries: state %+v, turns %d; want the turn answered", st, e.turns)
+		}
+	})
+	e.run(10 * time.Minute)
+	if e.loads != 5 || e.prepares != 1 {
+		t.Fatalf("loads %d prepares %d; want the registration's load, three waits, one placement", e.loads, e.prepares)
+	}
+}
+
+func TestPlacementRetriesBackOffUpToAMinuteSpreadBySession(t *testing.T) {
+	lo, hi := uuid.UUID{}, uuid.UUID{15: 50}
+	for _, c := range []struct {
+		n      int
+		lo, hi time.Duration
+	}{
+		{1, 5 * time.Second, 5*time.Second + 5*time.Second*50/255},
+		{2, 10 * time.Second, 10*time.Second + 10*time.Second*50/255},
+		{4, 40 * time.Second, 40*time.Second + 40*time.Second*50/255},
+		{5, time.Minute, time.Minute + time.Minute*50/255},
+		{50, time.Minute, time.Minute + time.Minute*50/255},
+	} {
+		if got := placeRetryAfter(c.n, lo); got != c.lo {
+			t.Errorf("retry %d, lowest spread: %s, want %s", c.n, got, c.lo)
+		}
+		if got := placeRetryAfter(c.n, hi); got != c.hi {
+			t.Errorf("retry %d, highest spread: %s, want %s", c.n, got, c.hi)
+		}
 	}
 }

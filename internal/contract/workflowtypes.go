@@ -109,6 +109,9 @@ type RoomSessionState struct {
 	// Pokes not yet served; WantLive asks for a runtime even without backlog.
 	Pokes    int  `json:"pokes"`
 	WantLive bool `json:"want_live"`
+	// PlaceWaits counts the wakes in a row that found no node to run on; the session tries
+	// again on a timer that backs off with it (0 once a node takes it or nothing waits).
+	PlaceWaits int `json:"place_waits,omitempty"`
 	// Host and Sandbox name a sandboxed session's runtime host; Leased: this session holds a
 	// lease on it (taken before the runtime starts, released when it stops).
 	Host    uuid.UUID `json:"host,omitempty"`
