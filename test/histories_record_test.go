@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,6 +180,21 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	awaitHostState(t, c, host, domain.HostParked, 60*time.Second)
 	save("roomsession-sandboxed", contract.RoomSessionID(session3))
 	save("runtimehost-dedicated", contract.RuntimeHostID(host))
+
+	// A wake that finds no node to run on (the only node drains): the session says why it
+	// waits, and is placed once the node is back.
+	var queued api.AgentBody
+	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "queued", Kind: domain.AgentOwned, Template: &native}, &queued))
+	room4, session4 := roomWith(t, c, "queued", queued.ID)
+	must(t, c.Do(ctx, http.MethodPost, "/v1/nodes/"+devNode+"/drain", nil, nil))
+	later := postText(t, c, room4.ID, "when there is room")
+	wait.Eventually(t, 60*time.Second, func() bool {
+		r := getSession(t, c, session4).Runtime
+		return r != nil && strings.Contains(r.LastError, "draining")
+	}, "the queued wake to say why it waits")
+	must(t, c.Do(ctx, http.MethodPost, "/v1/nodes/"+devNode+"/undrain", nil, nil))
+	awaitReply(t, c, later, 90*time.Second)
+	save("roomsession-placement-wait", contract.RoomSessionID(session4))
 }
 
 // awaitReconcilePoke waits for a Reconcile run started after since that poked a session, and
