@@ -141,7 +141,8 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 	if !out.Removed && !out.AgentStopped && (out.Backlog > 0 || !out.Lazy || in.WantLive) {
 		row, _ := domain.LookupTransport(hs.Config.Transport)
 		// A host-native runtime that ran on a node left its workspace and provider state there.
-		pl, err := s.Store.PlaceRuntime(ctx, in.RuntimeSession, in.PreviousNode, !out.Sandboxed, row.Provider)
+		pl, err := s.Store.PlaceRuntime(ctx, in.RuntimeSession, domain.PlacementAsk{Previous: in.PreviousNode,
+			Pinned: !out.Sandboxed, Provider: row.Provider, Sandboxed: out.Sandboxed})
 		if err != nil {
 			return LoadSessionResult{}, err
 		}

@@ -23,6 +23,8 @@ type Node struct {
 	Draining bool
 	// Runtimes is the node's placed runtimes (started, or being started) when read.
 	Runtimes int
+	// Sandbox is the node's `sbx` support as its worker last probed it ("": not probed yet).
+	Sandbox SandboxSupport
 }
 
 // NodeState is how a node stands for placement.
@@ -50,6 +52,10 @@ func (n Node) State(now time.Time) NodeState {
 
 // Runs reports whether the node has an adapter for the provider family.
 func (n Node) Runs(p Provider) bool { return slices.Contains(n.Adapters, p) }
+
+// MaySandbox reports whether the node may run sandboxed runtimes: its probe found a usable
+// `sbx`, or it has not probed yet (a worker probes at start, so that is a few seconds).
+func (n Node) MaySandbox() bool { return n.Sandbox == "" || n.Sandbox == SandboxSupported }
 
 // NodeHeartbeatInterval is how often a worker refreshes its node row: a node whose worker
 // died is stale 15 s later, so its rooms can be placed elsewhere well within a minute.

@@ -44,15 +44,47 @@ type NodePlacement struct {
 	NoAdapter bool `json:"no_adapter,omitempty"`
 }
 
+// PlacementAsk is what a wake asks of placement.
+type PlacementAsk struct {
+	// Previous is the node the session's runtime last ran on ("" when none).
+	Previous string
+	// Pinned: the session's workspace and provider state are on Previous's disk and nowhere
+	// else (a host-native runtime that ran there).
+	Pinned   bool
+	Provider Provider
+	// Sandboxed: the runtime runs in a sandbox, so it goes to a node with a usable `sbx`.
+	Sandboxed bool
+}
+
 // Place chooses the node for a room session's runtime. nodes carry their runtimes counted
-// without this session's own placement. pinned: the session's workspace and provider state
+// without this session's own placement. A sandboxed runtime goes only to nodes that may run
+// sandboxes (Node.MaySandbox) while any such node is live and runs the provider; when none
+// is, it is placed as if host-native, so its start fails with `sbx`'s own reason.
+func Place(nodes []Node, now time.Time, ask PlacementAsk) NodePlacement {
+	if ask.Sandboxed {
+		able := make([]Node, 0, len(nodes))
+		for _, n := range nodes {
+			if n.MaySandbox() {
+				able = append(able, n)
+			}
+		}
+		for _, n := range able {
+			if now.Sub(n.HeartbeatAt) <= NodeStaleAfter && n.Runs(ask.Provider) {
+				return place(able, now, ask.Previous, ask.Pinned, ask.Provider)
+			}
+		}
+	}
+	return place(nodes, now, ask.Previous, ask.Pinned, ask.Provider)
+}
+
+// place chooses among nodes. pinned: the session's workspace and provider state
 // are on previous's disk and nowhere else (a host-native runtime that ran there), so it
 // runs there or waits for it: while that node is live, even draining (the state cannot leave
 // with it) or full, and while it is stale, until it is back. An unpinned session goes back
 // to previous while it is live, undrained and has room; otherwise to the live, undrained
 // node that runs the provider with the most free capacity (fewest runtimes on a tie, then
 // by name, so the choice is stable).
-func Place(nodes []Node, now time.Time, previous string, pinned bool, p Provider) NodePlacement {
+func place(nodes []Node, now time.Time, previous string, pinned bool, p Provider) NodePlacement {
 	var best *Node
 	live, runs, full, draining := false, false, 0, 0
 	pinned = pinned && previous != ""

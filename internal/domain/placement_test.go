@@ -37,7 +37,7 @@ func TestPlaceTakesTheNodeWithTheMostFreeCapacityAndKeepsRoomsOnTheirDisk(t *tes
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := Place(c.nodes, now, c.previous, c.pinned, ProviderACP)
+			got := Place(c.nodes, now, PlacementAsk{Previous: c.previous, Pinned: c.pinned, Provider: ProviderACP})
 			if got.Node != c.want {
 				t.Fatalf("placed on %q (%s), want %q", got.Node, got.Waiting, c.want)
 			}
@@ -53,7 +53,7 @@ func TestPlaceTakesTheNodeWithTheMostFreeCapacityAndKeepsRoomsOnTheirDisk(t *tes
 
 func TestPlaceSaysWhenNoLiveNodeRunsTheProvider(t *testing.T) {
 	now := time.Now()
-	got := Place([]Node{{Name: "a", HeartbeatAt: now, Adapters: []Provider{ProviderCodex}}}, now, "", false, ProviderACP)
+	got := Place([]Node{{Name: "a", HeartbeatAt: now, Adapters: []Provider{ProviderCodex}}}, now, PlacementAsk{Provider: ProviderACP})
 	if got.Node != "" || !got.NoAdapter {
 		t.Fatalf("got %+v, want no adapter", got)
 	}
@@ -68,5 +68,39 @@ func TestDefaultCapacityFollowsMemoryAndCores(t *testing.T) {
 		if got := DefaultMaxRuntimes(c.cores, c.mem); got != c.want {
 			t.Errorf("DefaultMaxRuntimes(%d, %d) = %d, want %d", c.cores, c.mem, got, c.want)
 		}
+	}
+}
+
+func TestSandboxedRuntimesGoOnlyToNodesThatMayRunSandboxes(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	live, stale := now.Add(-time.Second), now.Add(-NodeStaleAfter-time.Second)
+	node := func(name string, runtimes int, sb SandboxSupport, beat time.Time) Node {
+		return Node{Name: name, HeartbeatAt: beat, Adapters: []Provider{ProviderACP}, Runtimes: runtimes, MaxRuntimes: 5, Sandbox: sb}
+	}
+	cases := []struct {
+		name     string
+		nodes    []Node
+		previous string
+		want     string
+		waiting  string
+	}{
+		{"the emptier node has no sbx", []Node{node("a", 0, SandboxAbsent, live), node("b", 3, SandboxSupported, live)}, "", "b", ""},
+		{"a node not probed yet may", []Node{node("a", 0, SandboxDaemonDown, live), node("b", 3, "", live)}, "", "b", ""},
+		{"the previous node lost its daemon", []Node{node("a", 0, SandboxDaemonDown, live), node("b", 3, SandboxSupported, live)}, "a", "b", ""},
+		{"the sandbox nodes are full: wait for them", []Node{node("a", 0, SandboxTooOld, live), node("b", 5, SandboxSupported, live)}, "", "", "1 full, 0 draining"},
+		{"the only sandbox node is stale: as if host-native", []Node{node("a", 0, SandboxAbsent, live), node("b", 0, SandboxSupported, stale)}, "", "a", ""},
+		{"no node has sbx: its start says why", []Node{node("a", 1, SandboxAbsent, live), node("b", 0, SandboxAbsent, live)}, "", "b", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Place(c.nodes, now, PlacementAsk{Previous: c.previous, Provider: ProviderACP, Sandboxed: true})
+			if got.Node != c.want || (c.want == "" && !strings.Contains(got.Waiting, c.waiting)) {
+				t.Fatalf("placed %+v, want node %q (waiting %q)", got, c.want, c.waiting)
+			}
+			// A host-native runtime ignores sandbox support.
+			if hn := Place(c.nodes, now, PlacementAsk{Provider: ProviderACP}); hn.Node == "" && c.want != "" {
+				t.Fatalf("host-native placement waits: %+v", hn)
+			}
+		})
 	}
 }

@@ -23,13 +23,14 @@ type nodeRow struct {
 	MaxRuntimes int       `db:"max_runtimes"`
 	Draining    bool      `db:"draining"`
 	Runtimes    int       `db:"runtimes"`
+	Sandbox     string    `db:"sandbox"`
 }
 
 func (r nodeRow) domain() domain.Node {
 	n := domain.Node{
 		Name: r.Name, Hostname: r.Hostname, PID: r.PID, Version: r.Version, DataDir: r.DataDir,
 		StartedAt: utc(r.StartedAt), HeartbeatAt: utc(r.HeartbeatAt), MaxRuntimes: r.MaxRuntimes, Draining: r.Draining,
-		Runtimes: r.Runtimes,
+		Runtimes: r.Runtimes, Sandbox: domain.SandboxSupport(r.Sandbox),
 	}
 	// A row a worker wrote is valid JSON; anything else reads as "runs nothing known".
 	_ = json.Unmarshal([]byte(r.Adapters), &n.Adapters)
@@ -85,12 +86,14 @@ func (q *Q) RegisterNode(ctx context.Context, n domain.Node) (domain.Node, error
 			adapters = []byte("[]")
 		}
 		_, err = q.exec(ctx, `
-INSERT INTO nodes (name, hostname, pid, version, data_dir, started_at, heartbeat_at, adapters, max_runtimes)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO nodes (name, hostname, pid, version, data_dir, started_at, heartbeat_at, adapters, max_runtimes, sandbox)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid,
     version = excluded.version, data_dir = excluded.data_dir, started_at = excluded.started_at,
-    heartbeat_at = excluded.heartbeat_at, adapters = excluded.adapters, max_runtimes = excluded.max_runtimes`,
-			n.Name, n.Hostname, n.PID, n.Version, n.DataDir, n.StartedAt, n.HeartbeatAt, string(adapters), n.MaxRuntimes)
+    heartbeat_at = excluded.heartbeat_at, adapters = excluded.adapters, max_runtimes = excluded.max_runtimes,
+    sandbox = excluded.sandbox`,
+			n.Name, n.Hostname, n.PID, n.Version, n.DataDir, n.StartedAt, n.HeartbeatAt, string(adapters), n.MaxRuntimes,
+			string(n.Sandbox))
 		return err
 	})
 	if err != nil {
@@ -115,6 +118,21 @@ func (q *Q) HeartbeatNode(ctx context.Context, n domain.Node) error {
 		return fmt.Errorf("heartbeat node %s: %w", n.Name, err)
 	} else if rows == 0 {
 		return fmt.Errorf("heartbeat node %s: %w", n.Name, ErrNotFound)
+	}
+	return nil
+}
+
+// SetNodeSandbox records the node's `sbx` support as last probed (at its worker's start,
+// every minute after, or on an operator's probe).
+func (q *Q) SetNodeSandbox(ctx context.Context, node string, support domain.SandboxSupport) error {
+	res, err := q.exec(ctx, `UPDATE nodes SET sandbox = ? WHERE name = ?`, string(support), node)
+	if err != nil {
+		return fmt.Errorf("record sandbox support of node %s: %w", node, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("record sandbox support of node %s: %w", node, err)
+	} else if n == 0 {
+		return fmt.Errorf("record sandbox support of node %s: %w", node, ErrNotFound)
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func (q *Q) placementCutoff(ctx context.Context) (time.Time, error) {
 // earlier placement not counted) and takes a slot there, in one exclusive transaction: two
 // wakes at once never both take a node's last slot. A placement that names no node takes
 // nothing and drops the session's earlier one.
-func (s *Store) PlaceRuntime(ctx context.Context, session uuid.UUID, previous string, pinned bool, p domain.Provider) (domain.NodePlacement, error) {
+func (s *Store) PlaceRuntime(ctx context.Context, session uuid.UUID, ask domain.PlacementAsk) (domain.NodePlacement, error) {
 	var out domain.NodePlacement
 	err := s.InTx(ctx, func(q *Q) error {
 		nodes, err := q.ListNodes(ctx)
@@ -62,7 +62,7 @@ func (s *Store) PlaceRuntime(ctx context.Context, session uuid.UUID, previous st
 		if err != nil {
 			return err
 		}
-		out = domain.Place(nodes, now, previous, pinned, p)
+		out = domain.Place(nodes, now, ask)
 		if out.Node == "" {
 			_, err = q.exec(ctx, `DELETE FROM runtime_placements WHERE runtime_session_id = ?`, session)
 			return err

@@ -31,7 +31,7 @@ func TestWakesAtOnceNeverTakeMoreSlotsThanANodeHas(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				id := uuid.New()
-				pl, err := s.PlaceRuntime(ctx, id, "", false, domain.ProviderACP)
+				pl, err := s.PlaceRuntime(ctx, id, domain.PlacementAsk{Provider: domain.ProviderACP})
 				if err != nil {
 					t.Error(err)
 					return
@@ -62,11 +62,11 @@ func TestWakesAtOnceNeverTakeMoreSlotsThanANodeHas(t *testing.T) {
 			t.Fatal(err)
 		}
 		next := uuid.New()
-		if pl, err := s.PlaceRuntime(ctx, next, "", false, domain.ProviderACP); err != nil || pl.Node != "n1" {
+		if pl, err := s.PlaceRuntime(ctx, next, domain.PlacementAsk{Provider: domain.ProviderACP}); err != nil || pl.Node != "n1" {
 			t.Fatalf("after a release: %+v %v, want n1", pl, err)
 		}
 		// Placing a session again does not count its own earlier slot.
-		if pl, err := s.PlaceRuntime(ctx, next, "n1", false, domain.ProviderACP); err != nil || pl.Node != "n1" {
+		if pl, err := s.PlaceRuntime(ctx, next, domain.PlacementAsk{Previous: "n1", Provider: domain.ProviderACP}); err != nil || pl.Node != "n1" {
 			t.Fatalf("placing again: %+v %v, want n1", pl, err)
 		}
 
@@ -77,17 +77,53 @@ func TestWakesAtOnceNeverTakeMoreSlotsThanANodeHas(t *testing.T) {
 		if err := s.ClearNodePlacements(ctx, "n2"); err != nil {
 			t.Fatal(err)
 		}
-		if pl, err := s.PlaceRuntime(ctx, uuid.New(), "", false, domain.ProviderACP); err != nil || pl.Node != "" || pl.Waiting == "" {
+		if pl, err := s.PlaceRuntime(ctx, uuid.New(), domain.PlacementAsk{Provider: domain.ProviderACP}); err != nil || pl.Node != "" || pl.Waiting == "" {
 			t.Fatalf("with n1 full and n2 drained: %+v %v, want a waiting reason", pl, err)
 		}
 		if _, err := s.SetNodeDraining(ctx, "n2", false); err != nil {
 			t.Fatal(err)
 		}
-		if pl, err := s.PlaceRuntime(ctx, uuid.New(), "", false, domain.ProviderACP); err != nil || pl.Node != "n2" {
+		if pl, err := s.PlaceRuntime(ctx, uuid.New(), domain.PlacementAsk{Provider: domain.ProviderACP}); err != nil || pl.Node != "n2" {
 			t.Fatalf("after undrain: %+v %v, want n2", pl, err)
 		}
 		if _, err := s.SetNodeDraining(ctx, "absent", true); err == nil {
 			t.Fatal("draining an unknown node succeeded")
+		}
+	})
+}
+
+func TestSandboxedWakesGoToTheNodeWhoseSbxWorks(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		for _, name := range []string{"n1", "n2"} {
+			if _, err := s.RegisterNode(ctx, domain.Node{Name: name, Hostname: name, PID: 1, DataDir: "/" + name,
+				Adapters: []domain.Provider{domain.ProviderACP}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// n1 is emptier but its daemon is down; n2's sbx works.
+		if err := s.SetNodeSandbox(ctx, "n1", domain.SandboxDaemonDown); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetNodeSandbox(ctx, "n2", domain.SandboxSupported); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.GetNode(ctx, "n1"); err != nil || n.Sandbox != domain.SandboxDaemonDown {
+			t.Fatalf("n1 %+v %v", n, err)
+		}
+		// A host-native runtime whose disk is n2's makes n1 the emptier node.
+		if pl, err := s.PlaceRuntime(ctx, uuid.New(), domain.PlacementAsk{Previous: "n2", Pinned: true, Provider: domain.ProviderACP}); err != nil || pl.Node != "n2" {
+			t.Fatalf("pinned: %+v %v", pl, err)
+		}
+		if pl, err := s.PlaceRuntime(ctx, uuid.New(), domain.PlacementAsk{Provider: domain.ProviderACP, Sandboxed: true}); err != nil || pl.Node != "n2" {
+			t.Fatalf("sandboxed: %+v %v, want n2", pl, err)
+		}
+		if pl, err := s.PlaceRuntime(ctx, uuid.New(), domain.PlacementAsk{Provider: domain.ProviderACP}); err != nil || pl.Node != "n1" {
+			t.Fatalf("host-native: %+v %v, want the emptier n1", pl, err)
+		}
+		if err := s.SetNodeSandbox(ctx, "gone", domain.SandboxSupported); err == nil {
+			t.Fatal("recording sandbox support of an unknown node succeeded")
 		}
 	})
 }
