@@ -92,6 +92,7 @@ type Workers struct {
 	shared, node worker.Worker
 	stopBeat     context.CancelFunc
 	beatDone     chan struct{}
+	sandboxDone  chan struct{}
 	stopOnce     sync.Once
 	fatal        chan error
 	runtimes     *RuntimeRegistry
@@ -207,6 +208,8 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	beatCtx, cancel := context.WithCancel(context.Background())
 	w.stopBeat, w.beatDone = cancel, make(chan struct{})
 	go w.heartbeat(beatCtx, cfg, node)
+	w.sandboxDone = make(chan struct{})
+	go w.probeSandbox(beatCtx, cfg, sbx)
 	cfg.Logger.Info("workers started", "node", cfg.Node,
 		"queues", []string{contract.TaskQueue, contract.NodeTaskQueue(cfg.Node)})
 	return w, nil
@@ -294,6 +297,7 @@ func (w *Workers) Stop() {
 		cancel()
 		w.stopBeat()
 		<-w.beatDone
+		<-w.sandboxDone
 		w.mcp.close()
 	})
 }
@@ -307,6 +311,39 @@ func (w *Workers) Permissions() *permission.Broker { return w.permissions }
 // Fatal delivers the error that made this node stop serving, e.g. another live worker
 // took its name over. The process should exit.
 func (w *Workers) Fatal() <-chan error { return w.fatal }
+
+// SandboxReprobeInterval is how often a worker probes its `sbx` again after the probe at
+// its start: a daemon that stopped or came back is seen by placement within a minute.
+var SandboxReprobeInterval = time.Minute
+
+// probeSandbox records the node's `sbx` support on its node row, at once and every
+// SandboxReprobeInterval, so sandboxed runtimes are placed only where they can run.
+func (w *Workers) probeSandbox(ctx context.Context, cfg Config, sbx *activities.Sandbox) {
+	defer close(w.sandboxDone)
+	var last domain.SandboxSupport
+	t := time.NewTicker(SandboxReprobeInterval)
+	defer t.Stop()
+	for {
+		support, _ := sbx.ProbeSandboxSupport(ctx, activities.ProbeSandboxInput{})
+		if ctx.Err() != nil {
+			return
+		}
+		// Written every time (one row a minute): a row the heartbeat re-registered starts unprobed.
+		if err := cfg.Store.SetNodeSandbox(ctx, cfg.Node, support.Status); err != nil {
+			if ctx.Err() == nil {
+				cfg.Logger.Warn("record sandbox support", "node", cfg.Node, "error", err)
+			}
+		} else if support.Status != last {
+			last = support.Status
+			cfg.Logger.Info("sandbox support", "node", cfg.Node, "status", support.Status, "detail", support.Detail)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
 
 func (w *Workers) heartbeat(ctx context.Context, cfg Config, node domain.Node) {
 	defer close(w.beatDone)
