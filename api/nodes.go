@@ -40,6 +40,10 @@ type NodeBody struct {
 	Draining bool `json:"draining"`
 	// Adapters are the provider families the node's worker can run.
 	Adapters []domain.Provider `json:"adapters"`
+	// Sandbox is the node's `sbx` support as its worker last probed it (at its start, every
+	// minute, or on GET /v1/sandbox/support); absent until the first probe. Sandboxed
+	// runtimes are placed only on nodes where it is ok (or not probed yet).
+	Sandbox domain.SandboxSupport `json:"sandbox,omitempty"`
 }
 
 // NodeList is the body of GET /v1/nodes.
@@ -65,6 +69,7 @@ func nodeBody(n domain.Node, now time.Time) NodeBody {
 		TaskQueue: contract.NodeTaskQueue(n.Name), StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt,
 		HeartbeatAgeSeconds: max(0, age.Round(time.Millisecond).Seconds()), Stale: age > domain.NodeStaleAfter,
 		State: n.State(now), Runtimes: n.Runtimes, MaxRuntimes: n.MaxRuntimes, Draining: n.Draining, Adapters: adapters,
+		Sandbox: n.Sandbox,
 	}
 }
 

@@ -30,6 +30,11 @@ func (s *Server) sandboxSupport(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	// The answer is the node's newest: placement reads it from the node row. The row may be
+	// gone (an operator cleared it); the answer still stands.
+	if err := s.cfg.Store.SetNodeSandbox(c.Request.Context(), node, out.Status); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
 	c.JSON(http.StatusOK, SandboxSupportBody{Node: node, Support: out, WorkflowID: run.GetID()})
 	return nil
 }

@@ -31,6 +31,12 @@ func TestSandboxSupportIsAskedOfTheNodeAndNeverBlocksHostNativeAgents(t *testing
 	if took := time.Since(start); took > 12*time.Second {
 		t.Fatalf("the probe took %s", took)
 	}
+	// Placement reads the answer from the node, which its worker probed at start too.
+	var node api.NodeBody
+	must(t, d.client.Do(ctx, http.MethodGet, "/v1/nodes/"+devNode, nil, &node))
+	if node.Sandbox != domain.SandboxDaemonDown {
+		t.Fatalf("node %s records sandbox support %q, want daemon_down", node.Name, node.Sandbox)
+	}
 	if err := d.client.Do(ctx, http.MethodGet, "/v1/sandbox/support?node=nowhere", nil, nil); !isStatus(err, http.StatusNotFound) {
 		t.Fatalf("unknown node: %v", err)
 	}

@@ -16,11 +16,11 @@ func newNodeCmd(_ *globals) *cobra.Command {
 	cf := addClientFlags(cmd)
 
 	list := listCmd(cf, "list", "List nodes with their state, load and capacity, and the age of their last heartbeat", cobra.NoArgs, fixed("/v1/nodes"),
-		"NAME\tSTATE\tRUNTIMES\tHEARTBEAT\tHOSTNAME\tPID\tVERSION\tTASK QUEUE",
+		"NAME\tSTATE\tRUNTIMES\tSANDBOX\tHEARTBEAT\tHOSTNAME\tPID\tVERSION\tTASK QUEUE",
 		func(out api.NodeList) [][]string {
 			rows := make([][]string, len(out.Items))
 			for i, n := range out.Items {
-				rows[i] = []string{n.Name, string(n.State), load(n), ago(n.HeartbeatAgeSeconds), n.Hostname, strconv.Itoa(n.PID), n.Version, n.TaskQueue}
+				rows[i] = []string{n.Name, string(n.State), load(n), sandboxCell(n), ago(n.HeartbeatAgeSeconds), n.Hostname, strconv.Itoa(n.PID), n.Version, n.TaskQueue}
 			}
 			return rows
 		})
@@ -74,6 +74,14 @@ reaped when idle. A host-native room whose workspace is on the node's disk keeps
 (its state cannot move); start it fresh to move it.`, "drain"),
 		drain("undrain", "Put a drained node back in service", "", "undrain"))
 	return cmd
+}
+
+// sandboxCell is the node's sbx support for the list ("-" before its first probe).
+func sandboxCell(n api.NodeBody) string {
+	if n.Sandbox == "" {
+		return "-"
+	}
+	return string(n.Sandbox)
 }
 
 // load is a node's "runtimes/capacity" ("3/8"; "3/-" without a limit).
