@@ -36,13 +36,24 @@ import (
 // DefaultStopTimeout is how long a stopping worker lets running activities finish.
 const DefaultStopTimeout = 30 * time.Second
 
-// stickyCacheSize bounds how many workflow executions a worker process keeps in memory
-// between their tasks. The SDK's default (10,000) holds every dormant room session of a
-// large node in memory for nothing; one evicted from the cache replays its short history
-// on its next poke instead.
-const stickyCacheSize = 1000
+// DefaultWorkflowCacheSize bounds how many workflow executions a worker process keeps in
+// memory between their tasks. The SDK's default (10,000) holds every dormant room session
+// of a large node in memory for nothing (three coroutines each, ~60 KiB of heap and stack);
+// one evicted from the cache replays its short history on its next poke instead.
+const DefaultWorkflowCacheSize = 1000
 
-var stickyCacheOnce sync.Once
+var workflowCacheOnce sync.Once
+
+// LimitWorkflowCache sets the process's workflow cache to n executions (0: the default).
+// The SDK sizes its one cache when the process's first Temporal worker starts, so this must
+// run before any does — an embedded Temporal server's own system workers included (jam dev
+// calls it before starting the server). The first call wins.
+func LimitWorkflowCache(n int) {
+	if n <= 0 {
+		n = DefaultWorkflowCacheSize
+	}
+	workflowCacheOnce.Do(func() { worker.SetStickyWorkflowCacheSize(n) })
+}
 
 // Config is what a node's workers need.
 type Config struct {
@@ -59,6 +70,9 @@ type Config struct {
 	// MaxRuntimes is how many live runtimes this node carries at most (0: no limit); wakes
 	// beyond it are placed on other nodes or wait (domain.Place).
 	MaxRuntimes int
+	// WorkflowCacheSize is how many workflow executions the process keeps in memory between
+	// their tasks (0: DefaultWorkflowCacheSize); see LimitWorkflowCache.
+	WorkflowCacheSize int
 	// HeartbeatInterval is how often the node row is refreshed (domain.NodeHeartbeatInterval).
 	HeartbeatInterval time.Duration
 	// Register, when set, adds registrations to the shared and the node worker (tests use it
@@ -136,8 +150,8 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		return nil, err
 	}
 
-	// Process-wide, and only before the first worker starts.
-	stickyCacheOnce.Do(func() { worker.SetStickyWorkflowCacheSize(stickyCacheSize) })
+	// Process-wide, and only before the first worker starts (a no-op when jam dev set it).
+	LimitWorkflowCache(cfg.WorkflowCacheSize)
 	opts := worker.Options{WorkerStopTimeout: cfg.StopTimeout}
 	w := &Workers{
 		shared: worker.New(cfg.Client, contract.TaskQueue, opts),

@@ -284,5 +284,6 @@ func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Sto
 		Logger: o.Logger.With("component", "worker"), Env: we.env, Lifecycle: we.lifecycle,
 		PermissionTimeout: we.permission, Pause: we.pause, MCP: we.mcp, QuestionTimeout: we.question,
 		Factories: we.factories, Fail: we.fail, MaxRuntimes: maxRuntimes(o.MaxRuntimes),
+		WorkflowCacheSize: we.workflowCache,
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jam-dev/jam/activities"
@@ -36,6 +37,8 @@ type workerEnv struct {
 	fail func(point string) error
 	// mcp is where the node serves Jam's runtime tools (JAM_MCP_LISTEN, JAM_MCP_GUEST_HOST).
 	mcp workers.MCPConfig
+	// workflowCache is JAM_WORKFLOW_CACHE_SIZE (0: workers.DefaultWorkflowCacheSize).
+	workflowCache int
 	// factories are the adapters the node runs (JAM_WORKER_PROVIDERS); nil is all of them.
 	factories map[domain.Provider]provider.Factory
 }
@@ -48,6 +51,9 @@ const (
 	// as "acp,codex"): a node without a provider's CLI, or kept off one, advertises no
 	// adapter for it, and templates of that provider go to nodes that have it.
 	envWorkerProviders = "JAM_WORKER_PROVIDERS"
+	// envWorkflowCache is how many workflow executions the process keeps in memory between
+	// their tasks (workers.LimitWorkflowCache).
+	envWorkflowCache = "JAM_WORKFLOW_CACHE_SIZE"
 )
 
 // parseWorkerEnv parses environ (os.Environ at start); sbxFlag is --sbx, which wins over
@@ -83,8 +89,27 @@ func parseWorkerEnv(environ []string, sbxFlag string, log *slog.Logger) (workerE
 	if err != nil {
 		return workerEnv{}, fmt.Errorf("worker configuration: %w", err)
 	}
+	cache, err := workflowCacheSize(getenv)
+	if err != nil {
+		return workerEnv{}, err
+	}
 	return workerEnv{env: env, sbx: sbx, lifecycle: lifecycle, permission: perm, question: question,
-		pause: faults.FromEnv(getenv), fail: faults.FailFromEnv(getenv), mcp: mcp, factories: factories}, nil
+		pause: faults.FromEnv(getenv), fail: faults.FailFromEnv(getenv), mcp: mcp, factories: factories,
+		workflowCache: cache}, nil
+}
+
+// workflowCacheSize is JAM_WORKFLOW_CACHE_SIZE: 0 when unset (the default), else a positive
+// number of workflow executions.
+func workflowCacheSize(getenv func(string) string) (int, error) {
+	v := getenv(envWorkflowCache)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("worker configuration: %s=%q: want a positive number of workflow executions", envWorkflowCache, v)
+	}
+	return n, nil
 }
 
 // workerFactories is the node's adapters limited to the comma-separated provider families

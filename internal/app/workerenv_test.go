@@ -69,6 +69,16 @@ func TestTheWorkerConfigurationIsParsedFromTheSnapshot(t *testing.T) {
 	if we, err = parseWorkerEnv([]string{"JAM_FAULT_PAUSE=p", "JAM_FAULT_DIR=" + t.TempDir()}, "", log); err != nil || we.pause == nil {
 		t.Errorf("no fault hook: %v", err)
 	}
+	// The workflow cache: unset is the default (0), a count is kept, anything else stops the
+	// worker naming the variable.
+	if we, err = parseWorkerEnv([]string{envWorkflowCache + "=250"}, "", log); err != nil || we.workflowCache != 250 {
+		t.Errorf("workflow cache %d, %v", we.workflowCache, err)
+	}
+	for _, bad := range []string{"many", "0", "-5"} {
+		if _, err := parseWorkerEnv([]string{envWorkflowCache + "=" + bad}, "", log); err == nil || !strings.Contains(err.Error(), envWorkflowCache) {
+			t.Errorf("%s=%s: %v", envWorkflowCache, bad, err)
+		}
+	}
 }
 
 // JAM_WORKER_PROVIDERS limits a node's adapters to the families it names; unset is all of
