@@ -187,17 +187,18 @@ func roomHistory(t *testing.T, tc temporalclient.Client, session uuid.UUID) hist
 	return out
 }
 
-// saveHeap writes the heap profile and the runtime's memory statistics (debug=1: the
-// profile in text, ending with runtime.MemStats) of the process serving pprof at
-// JAM_BENCH_PPROF into dir: what the Go heap holds against the process's RSS.
+// saveHeap writes the heap profile, the runtime's memory statistics (debug=1: the profile
+// in text, ending with runtime.MemStats) and the goroutines (their stacks are RSS outside
+// the heap) of the process serving pprof at JAM_BENCH_PPROF into dir: what the Go heap
+// holds against the process's RSS.
 func saveHeap(t *testing.T, dir string) {
 	t.Helper()
 	addr := os.Getenv("JAM_BENCH_PPROF")
 	if addr == "" || dir == "" {
 		return
 	}
-	for name, query := range map[string]string{"heap.pprof": "", "heap.txt": "?debug=1"} {
-		resp, err := http.Get("http://" + addr + "/debug/pprof/heap" + query)
+	for name, query := range map[string]string{"heap.pprof": "heap", "heap.txt": "heap?debug=1", "goroutine.txt": "goroutine?debug=1"} {
+		resp, err := http.Get("http://" + addr + "/debug/pprof/" + query)
 		if err != nil {
 			t.Logf("heap profile: %v", err)
 			return
