@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/contract"
@@ -168,13 +167,5 @@ Press Ctrl-C to stop.
 const EnvDevSuggestContinueAsNew = "JAM_DEV_SUGGEST_CONTINUE_AS_NEW_EVENTS"
 
 func devSuggestContinueAsNew(getenv func(string) string) (int, error) {
-	v := getenv(EnvDevSuggestContinueAsNew)
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("%s=%q: want a positive number of events", EnvDevSuggestContinueAsNew, v)
-	}
-	return n, nil
+	return positiveEnv(getenv, EnvDevSuggestContinueAsNew, "events")
 }

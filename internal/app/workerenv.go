@@ -101,13 +101,23 @@ func parseWorkerEnv(environ []string, sbxFlag string, log *slog.Logger) (workerE
 // workflowCacheSize is JAM_WORKFLOW_CACHE_SIZE: 0 when unset (the default), else a positive
 // number of workflow executions.
 func workflowCacheSize(getenv func(string) string) (int, error) {
-	v := getenv(envWorkflowCache)
+	n, err := positiveEnv(getenv, envWorkflowCache, "workflow executions")
+	if err != nil {
+		return 0, fmt.Errorf("worker configuration: %w", err)
+	}
+	return n, nil
+}
+
+// positiveEnv reads name as a positive count of unit: 0 when unset, an error naming the
+// variable when it is anything else.
+func positiveEnv(getenv func(string) string, name, unit string) (int, error) {
+	v := getenv(name)
 	if v == "" {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return 0, fmt.Errorf("worker configuration: %s=%q: want a positive number of workflow executions", envWorkflowCache, v)
+		return 0, fmt.Errorf("%s=%q: want a positive number of %s", name, v, unit)
 	}
 	return n, nil
 }
