@@ -23,10 +23,10 @@ func TestMain(m *testing.M) {
 }
 
 // Placement sends sandboxed runtimes only to nodes whose `sbx` works: each worker probes
-// its own at start and again every SandboxReprobeInterval, and records it on its node row.
+// its own at start and again every sandboxReprobeInterval, and records it on its node row.
 func TestWorkersRecordTheirSandboxSupportForPlacement(t *testing.T) {
-	defer func(d time.Duration) { SandboxReprobeInterval = d }(SandboxReprobeInterval)
-	SandboxReprobeInterval = 100 * time.Millisecond
+	defer func(d time.Duration) { sandboxReprobeInterval = d }(sandboxReprobeInterval)
+	sandboxReprobeInterval = 100 * time.Millisecond
 	ts := temporaltest.Start(t)
 	c := temporaltest.Dial(t, ts.FrontendAddress())
 	st := teststore.SQLite(t)

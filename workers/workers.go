@@ -326,16 +326,16 @@ func (w *Workers) Permissions() *permission.Broker { return w.permissions }
 // took its name over. The process should exit.
 func (w *Workers) Fatal() <-chan error { return w.fatal }
 
-// SandboxReprobeInterval is how often a worker probes its `sbx` again after the probe at
+// sandboxReprobeInterval (a variable for tests) is how often a worker probes its `sbx` again after the probe at
 // its start: a daemon that stopped or came back is seen by placement within a minute.
-var SandboxReprobeInterval = time.Minute
+var sandboxReprobeInterval = time.Minute
 
 // probeSandbox records the node's `sbx` support on its node row, at once and every
-// SandboxReprobeInterval, so sandboxed runtimes are placed only where they can run.
+// sandboxReprobeInterval, so sandboxed runtimes are placed only where they can run.
 func (w *Workers) probeSandbox(ctx context.Context, cfg Config, sbx *activities.Sandbox) {
 	defer close(w.sandboxDone)
 	var last domain.SandboxSupport
-	t := time.NewTicker(SandboxReprobeInterval)
+	t := time.NewTicker(sandboxReprobeInterval)
 	defer t.Stop()
 	for {
 		support, _ := sbx.ProbeSandboxSupport(ctx, activities.ProbeSandboxInput{})
