@@ -25,6 +25,21 @@ type Node struct {
 	Runtimes int
 	// Sandbox is the node's `sbx` support as its worker last probed it ("": not probed yet).
 	Sandbox SandboxSupport
+	// CLIs are the provider CLIs its worker resolved when it last probed them (nil: not probed).
+	CLIs []NodeCLI
+}
+
+// NodeCLI is one provider CLI as a node's worker resolved it, the way a host-native runtime
+// there would (the operator's JAM_<COMMAND>_BIN, the pin table, then PATH).
+type NodeCLI struct {
+	// Command is the catalog command, e.g. "codex".
+	Command string `json:"command"`
+	Path    string `json:"path,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Source is where Path came from (explicit, environment, pin, path).
+	Source string `json:"source,omitempty"`
+	// Problem says why the node cannot run it ("" when it can).
+	Problem string `json:"problem,omitempty"`
 }
 
 // NodeState is how a node stands for placement.
@@ -56,6 +71,21 @@ func (n Node) Runs(p Provider) bool { return slices.Contains(n.Adapters, p) }
 // MaySandbox reports whether the node may run sandboxed runtimes: its probe found a usable
 // `sbx`, or it has not probed yet (a worker probes at start, so that is a few seconds).
 func (n Node) MaySandbox() bool { return n.Sandbox == "" || n.Sandbox == SandboxSupported }
+
+// HasCLI reports whether a host-native runtime of command may start on the node: its probe
+// resolved the command, or it has not probed it (yet). "" asks for no CLI (a template that
+// names its own executable, or a sandboxed runtime, whose CLI is in its image).
+func (n Node) HasCLI(command string) bool {
+	if command == "" {
+		return true
+	}
+	for _, c := range n.CLIs {
+		if c.Command == command {
+			return c.Problem == ""
+		}
+	}
+	return true
+}
 
 // NodeHeartbeatInterval is how often a worker refreshes its node row: a node whose worker
 // died is stale 15 s later, so its rooms can be placed elsewhere well within a minute.

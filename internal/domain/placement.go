@@ -54,20 +54,35 @@ type PlacementAsk struct {
 	Provider Provider
 	// Sandboxed: the runtime runs in a sandbox, so it goes to a node with a usable `sbx`.
 	Sandboxed bool
+	// Command is the provider CLI a host-native runtime resolves on its node (the catalog
+	// command; "" when the template names its own executable or the runtime is sandboxed),
+	// so it goes to a node where that CLI is installed.
+	Command string
+}
+
+// eligible: the node can run what the ask needs, as far as its probes tell. The node that
+// holds a pinned session's state is always eligible: the session runs there or waits.
+func (a PlacementAsk) eligible(n Node) bool {
+	if a.Pinned && a.Previous != "" && n.Name == a.Previous {
+		return true
+	}
+	return (!a.Sandboxed || n.MaySandbox()) && n.HasCLI(a.Command)
 }
 
 // Place chooses the node for a room session's runtime. nodes carry their runtimes counted
-// without this session's own placement. A sandboxed runtime goes only to nodes that may run
-// sandboxes (Node.MaySandbox) while any such node is live and runs the provider; when none
-// is, it is placed as if host-native, so its start fails with `sbx`'s own reason.
+// without this session's own placement. A runtime goes only to nodes that can run it
+// (PlacementAsk.eligible: a usable `sbx` for a sandboxed one, the provider CLI installed for a
+// host-native one) while any such node is live and runs the provider; when none is, it is
+// placed as if every node could, so its start fails with the node's own reason (`sbx`'s, or
+// the executable's refusal) instead of waiting for a node that may never come.
 func Place(nodes []Node, now time.Time, ask PlacementAsk) NodePlacement {
-	if ask.Sandboxed {
-		able := make([]Node, 0, len(nodes))
-		for _, n := range nodes {
-			if n.MaySandbox() {
-				able = append(able, n)
-			}
+	able := make([]Node, 0, len(nodes))
+	for _, n := range nodes {
+		if ask.eligible(n) {
+			able = append(able, n)
 		}
+	}
+	if len(able) < len(nodes) {
 		for _, n := range able {
 			if now.Sub(n.HeartbeatAt) <= NodeStaleAfter && n.Runs(ask.Provider) {
 				return place(able, now, ask.Previous, ask.Pinned, ask.Provider)

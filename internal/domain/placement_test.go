@@ -104,3 +104,38 @@ func TestSandboxedRuntimesGoOnlyToNodesThatMayRunSandboxes(t *testing.T) {
 		})
 	}
 }
+
+func TestHostNativeRuntimesGoOnlyToNodesWithTheirCLI(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	live, stale := now.Add(-time.Second), now.Add(-NodeStaleAfter-time.Second)
+	has := []NodeCLI{{Command: "codex", Path: "/usr/bin/codex", Version: "0.169.0"}}
+	lacks := []NodeCLI{{Command: "codex", Problem: `executable "codex" refused: not found on PATH`}}
+	node := func(name string, runtimes int, clis []NodeCLI, beat time.Time) Node {
+		return Node{Name: name, HeartbeatAt: beat, Adapters: []Provider{ProviderCodex}, Runtimes: runtimes, MaxRuntimes: 5, CLIs: clis}
+	}
+	cases := []struct {
+		name    string
+		nodes   []Node
+		ask     PlacementAsk
+		want    string
+		waiting string
+	}{
+		{"the emptier node lacks the CLI", []Node{node("a", 0, lacks, live), node("b", 3, has, live)}, PlacementAsk{Command: "codex"}, "b", ""},
+		{"a node not probed yet may", []Node{node("a", 0, lacks, live), node("b", 3, nil, live)}, PlacementAsk{Command: "codex"}, "b", ""},
+		{"a CLI the probe did not list may", []Node{node("a", 0, lacks, live), node("b", 3, has, live)}, PlacementAsk{Command: "opencode"}, "a", ""},
+		{"the nodes with the CLI are full: wait for them", []Node{node("a", 0, lacks, live), node("b", 5, has, live)}, PlacementAsk{Command: "codex"}, "", "1 full, 0 draining"},
+		{"the only node with the CLI is stale: its start says why", []Node{node("a", 0, lacks, live), node("b", 0, has, stale)}, PlacementAsk{Command: "codex"}, "a", ""},
+		{"an explicit executable asks for no CLI", []Node{node("a", 0, lacks, live), node("b", 3, has, live)}, PlacementAsk{}, "a", ""},
+		{"a pinned session stays with its node", []Node{node("a", 0, lacks, live), node("b", 0, has, live)}, PlacementAsk{Command: "codex", Previous: "a", Pinned: true}, "a", ""},
+		{"an unpinned one leaves a node that lost the CLI", []Node{node("a", 0, lacks, live), node("b", 3, has, live)}, PlacementAsk{Command: "codex", Previous: "a"}, "b", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.ask.Provider = ProviderCodex
+			got := Place(c.nodes, now, c.ask)
+			if got.Node != c.want || (c.want == "" && !strings.Contains(got.Waiting, c.waiting)) {
+				t.Fatalf("placed %+v, want node %q (waiting %q)", got, c.want, c.waiting)
+			}
+		})
+	}
+}

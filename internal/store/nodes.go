@@ -24,6 +24,7 @@ type nodeRow struct {
 	Draining    bool      `db:"draining"`
 	Runtimes    int       `db:"runtimes"`
 	Sandbox     string    `db:"sandbox"`
+	CLIs        string    `db:"clis"`
 }
 
 func (r nodeRow) domain() domain.Node {
@@ -34,6 +35,12 @@ func (r nodeRow) domain() domain.Node {
 	}
 	// A row a worker wrote is valid JSON; anything else reads as "runs nothing known".
 	_ = json.Unmarshal([]byte(r.Adapters), &n.Adapters)
+	if r.CLIs != "" {
+		// Likewise; a probe that found nothing is an empty list, not "not probed".
+		if json.Unmarshal([]byte(r.CLIs), &n.CLIs) != nil || n.CLIs == nil {
+			n.CLIs = []domain.NodeCLI{}
+		}
+	}
 	return n
 }
 
@@ -86,12 +93,12 @@ func (q *Q) RegisterNode(ctx context.Context, n domain.Node) (domain.Node, error
 			adapters = []byte("[]")
 		}
 		_, err = q.exec(ctx, `
-INSERT INTO nodes (name, hostname, pid, version, data_dir, started_at, heartbeat_at, adapters, max_runtimes, sandbox)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO nodes (name, hostname, pid, version, data_dir, started_at, heartbeat_at, adapters, max_runtimes, sandbox, clis)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '')
 ON CONFLICT (name) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid,
     version = excluded.version, data_dir = excluded.data_dir, started_at = excluded.started_at,
     heartbeat_at = excluded.heartbeat_at, adapters = excluded.adapters, max_runtimes = excluded.max_runtimes,
-    sandbox = excluded.sandbox`,
+    sandbox = excluded.sandbox, clis = excluded.clis`,
 			n.Name, n.Hostname, n.PID, n.Version, n.DataDir, n.StartedAt, n.HeartbeatAt, string(adapters), n.MaxRuntimes,
 			string(n.Sandbox))
 		return err
@@ -133,6 +140,28 @@ func (q *Q) SetNodeSandbox(ctx context.Context, node string, support domain.Sand
 		return fmt.Errorf("record sandbox support of node %s: %w", node, err)
 	} else if n == 0 {
 		return fmt.Errorf("record sandbox support of node %s: %w", node, ErrNotFound)
+	}
+	return nil
+}
+
+// SetNodeCLIs records the provider CLIs the node's worker resolved (at its start, or on an
+// operator's probe); the row of a worker that registers again reads as not probed until then.
+func (q *Q) SetNodeCLIs(ctx context.Context, node string, clis []domain.NodeCLI) error {
+	if clis == nil {
+		clis = []domain.NodeCLI{}
+	}
+	b, err := json.Marshal(clis)
+	if err != nil {
+		return fmt.Errorf("record provider CLIs of node %s: %w", node, err)
+	}
+	res, err := q.exec(ctx, `UPDATE nodes SET clis = ? WHERE name = ?`, string(b), node)
+	if err != nil {
+		return fmt.Errorf("record provider CLIs of node %s: %w", node, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("record provider CLIs of node %s: %w", node, err)
+	} else if n == 0 {
+		return fmt.Errorf("record provider CLIs of node %s: %w", node, ErrNotFound)
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"testing"
 
@@ -124,6 +126,55 @@ func TestSandboxedWakesGoToTheNodeWhoseSbxWorks(t *testing.T) {
 		}
 		if err := s.SetNodeSandbox(ctx, "gone", domain.SandboxSupported); err == nil {
 			t.Fatal("recording sandbox support of an unknown node succeeded")
+		}
+	})
+}
+
+func TestHostNativeWakesGoToTheNodeWithTheProviderCLI(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		for _, name := range []string{"n1", "n2"} {
+			if _, err := s.RegisterNode(ctx, domain.Node{Name: name, Hostname: name, PID: 1, DataDir: "/" + name,
+				Adapters: []domain.Provider{domain.ProviderCodex}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := s.GetNode(ctx, "n1"); err != nil || n.CLIs != nil {
+			t.Fatalf("a registered node reads as probed: %+v %v", n, err)
+		}
+		// n1 is first by name on an even load but has no codex; n2 has it.
+		lacks := []domain.NodeCLI{{Command: "codex", Problem: `executable "codex" refused: not found on PATH (3 directories searched)`}}
+		has := []domain.NodeCLI{{Command: "codex", Path: "/opt/codex", Version: "0.169.0", Source: "path"}}
+		if err := s.SetNodeCLIs(ctx, "n1", lacks); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetNodeCLIs(ctx, "n2", has); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.GetNode(ctx, "n2"); err != nil || !slices.Equal(n.CLIs, has) {
+			t.Fatalf("n2 %+v %v", n, err)
+		}
+		if pl, err := s.PlaceRuntime(ctx, uuid.New(), domain.PlacementAsk{Provider: domain.ProviderCodex, Command: "codex"}); err != nil || pl.Node != "n2" {
+			t.Fatalf("placed %+v %v, want n2", pl, err)
+		}
+		// A probe that found nothing is recorded as probed.
+		if err := s.SetNodeCLIs(ctx, "n1", nil); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.GetNode(ctx, "n1"); err != nil || n.CLIs == nil || len(n.CLIs) != 0 {
+			t.Fatalf("n1 after an empty probe %+v %v", n, err)
+		}
+		// Registering again (a restart, perhaps with another PATH) forgets the probe.
+		if _, err := s.RegisterNode(ctx, domain.Node{Name: "n2", Hostname: "n2", PID: 2, DataDir: "/n2",
+			Adapters: []domain.Provider{domain.ProviderCodex}}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.GetNode(ctx, "n2"); err != nil || n.CLIs != nil {
+			t.Fatalf("n2 after registering again %+v %v", n, err)
+		}
+		if err := s.SetNodeCLIs(ctx, "gone", has); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("recording the CLIs of an unknown node: %v", err)
 		}
 	})
 }
