@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jam-dev/jam/internal/contract"
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,12 +22,18 @@ type Node struct {
 	DataDir   string
 	Version   string
 	StartedAt time.Time
+	Store     *store.Store
+	// Env is the worker's environment snapshot, from which a host-native runtime's is built.
+	Env []string
+	// Adapters are the provider families the node runs.
+	Adapters []domain.Provider
 }
 
 // DescribeNodeInput is empty; the node is chosen by the task queue.
 type DescribeNodeInput struct{}
 
-// DescribeNode reports the node's process and the free space of its data directory.
+// DescribeNode reports the node's process, the free space of its data directory and its
+// provider CLIs, probed again now and recorded for placement (the on-demand probe).
 func (n *Node) DescribeNode(ctx context.Context, _ DescribeNodeInput) (contract.NodeReport, error) {
 	host, err := os.Hostname()
 	if err != nil {
@@ -35,8 +43,12 @@ func (n *Node) DescribeNode(ctx context.Context, _ DescribeNodeInput) (contract.
 	if err := unix.Statfs(n.DataDir, &fs); err != nil {
 		return contract.NodeReport{}, fmt.Errorf("node %s data directory %s: %w", n.Name, n.DataDir, err)
 	}
+	clis, err := n.ProbeCLIs(ctx, DescribeCLIProbeTimeout)
+	if err != nil {
+		return contract.NodeReport{}, err
+	}
 	return contract.NodeReport{
-		Node: n.Name, Hostname: host, PID: os.Getpid(), Version: n.Version, GoVersion: runtime.Version(),
+		CLIs: clis, Node: n.Name, Hostname: host, PID: os.Getpid(), Version: n.Version, GoVersion: runtime.Version(),
 		OS: runtime.GOOS, Arch: runtime.GOARCH, DataDir: n.DataDir,
 		DataDirFreeBytes: fs.Bavail * uint64(fs.Bsize), StartedAt: n.StartedAt.UTC(), ReportedAt: time.Now().UTC(),
 	}, nil

@@ -307,21 +307,26 @@ func (r *Runtimes) launch(ctx context.Context, hs domain.HostSession, row domain
 // operator's JAM_<COMMAND>_BIN), the PATH searched and the probes' environment the
 // provider's own.
 func (r *Runtimes) resolve(ctx context.Context, row domain.TransportSpec, c domain.TemplateConfig, worker, env []string) (provider.ResolvedExecutable, error) {
-	req := provider.ExecutableRequest{Command: row.Command, Env: envLookup(worker), PATH: envLookup(env)("PATH"), ProbeEnv: env}
-	if c.Command != "" {
-		req.Explicit = c.Command
-	}
-	pins, err := r.pins(ctx)
+	pins, err := readPins(ctx, r.Store)
 	if err != nil {
 		return provider.ResolvedExecutable{}, err
 	}
-	req.Pins = pins
+	return resolveCLI(ctx, row, c.Command, pins, worker, env, 0)
+}
+
+// resolveCLI resolves row's command as a host-native runtime does (explicit: the template's
+// own executable, "" for none); the node's CLI probe asks the same question. probeTimeout
+// bounds each `--version` (0: the resolver's default).
+func resolveCLI(ctx context.Context, row domain.TransportSpec, explicit string, pins map[string]string, worker, env []string,
+	probeTimeout time.Duration) (provider.ResolvedExecutable, error) {
+	req := provider.ExecutableRequest{Command: row.Command, Explicit: explicit, Env: envLookup(worker),
+		PATH: envLookup(env)("PATH"), ProbeEnv: env, Pins: pins, ProbeTimeout: probeTimeout}
 	return provider.ResolveExecutable(ctx, req)
 }
 
-// pins reads the machine pin table setting (command name -> absolute path).
-func (r *Runtimes) pins(ctx context.Context) (map[string]string, error) {
-	s, err := r.Store.GetSetting(ctx, domain.SettingProviderExecutables)
+// readPins reads the machine pin table setting (command name -> absolute path).
+func readPins(ctx context.Context, st *store.Store) (map[string]string, error) {
+	s, err := st.GetSetting(ctx, domain.SettingProviderExecutables)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}

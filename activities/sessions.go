@@ -141,8 +141,14 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 	if !out.Removed && !out.AgentStopped && (out.Backlog > 0 || !out.Lazy || in.WantLive) {
 		row, _ := domain.LookupTransport(hs.Config.Transport)
 		// A host-native runtime that ran on a node left its workspace and provider state there.
-		pl, err := s.Store.PlaceRuntime(ctx, in.RuntimeSession, domain.PlacementAsk{Previous: in.PreviousNode,
-			Pinned: !out.Sandboxed, Provider: row.Provider, Sandboxed: out.Sandboxed})
+		ask := domain.PlacementAsk{Previous: in.PreviousNode, Pinned: !out.Sandboxed, Provider: row.Provider,
+			Sandboxed: out.Sandboxed}
+		// It resolves the catalog command on its node unless the template names its own
+		// executable; a sandboxed one runs the CLI of its image.
+		if !out.Sandboxed && hs.Config.Command == "" {
+			ask.Command = row.Command
+		}
+		pl, err := s.Store.PlaceRuntime(ctx, in.RuntimeSession, ask)
 		if err != nil {
 			return LoadSessionResult{}, err
 		}

@@ -44,6 +44,10 @@ type NodeBody struct {
 	// minute, or on GET /v1/sandbox/support); absent until the first probe. Sandboxed
 	// runtimes are placed only on nodes where it is ok (or not probed yet).
 	Sandbox domain.SandboxSupport `json:"sandbox,omitempty"`
+	// CLIs are the provider CLIs the node's worker resolved when it last probed them (`jam
+	// worker` at its start, or POST /v1/nodes/{name}/probe); absent until then. Host-native
+	// runtimes are placed only on nodes whose CLI has no problem (or not probed yet).
+	CLIs []domain.NodeCLI `json:"clis,omitempty"`
 }
 
 // NodeList is the body of GET /v1/nodes.
@@ -69,7 +73,7 @@ func nodeBody(n domain.Node, now time.Time) NodeBody {
 		TaskQueue: contract.NodeTaskQueue(n.Name), StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt,
 		HeartbeatAgeSeconds: max(0, age.Round(time.Millisecond).Seconds()), Stale: age > domain.NodeStaleAfter,
 		State: n.State(now), Runtimes: n.Runtimes, MaxRuntimes: n.MaxRuntimes, Draining: n.Draining, Adapters: adapters,
-		Sandbox: n.Sandbox,
+		Sandbox: n.Sandbox, CLIs: n.CLIs,
 	}
 }
 

@@ -73,6 +73,10 @@ type Config struct {
 	// WorkflowCacheSize is how many workflow executions the process keeps in memory between
 	// their tasks (0: DefaultWorkflowCacheSize); see LimitWorkflowCache.
 	WorkflowCacheSize int
+	// ProbeCLIs: resolve the node's provider CLIs at start (a `--version` of each), so
+	// placement sends host-native runtimes only where their CLI is installed. Operators'
+	// `jam node probe` asks again; jam dev, a fleet of one, leaves it to that.
+	ProbeCLIs bool
 	// HeartbeatInterval is how often the node row is refreshed (domain.NodeHeartbeatInterval).
 	HeartbeatInterval time.Duration
 	// Register, when set, adds registrations to the shared and the node worker (tests use it
@@ -107,6 +111,7 @@ type Workers struct {
 	stopBeat     context.CancelFunc
 	beatDone     chan struct{}
 	sandboxDone  chan struct{}
+	clisDone     chan struct{}
 	stopOnce     sync.Once
 	fatal        chan error
 	runtimes     *RuntimeRegistry
@@ -192,7 +197,9 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	if ep := w.mcp.endpoints(); ep != nil && ep.Server != nil {
 		sbx.ToolTarget = ep.GuestTarget
 	}
-	w.node.RegisterActivity(&activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt})
+	nodeActs := &activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt,
+		Store: cfg.Store, Env: cfg.Env, Adapters: node.Adapters}
+	w.node.RegisterActivity(nodeActs)
 	w.node.RegisterActivity(sbx)
 	w.node.RegisterActivity(&activities.Checkpoints{Store: cfg.Store, Layout: layout})
 	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Node: cfg.Node, Table: w.runtimes, Permissions: w.permissions,
@@ -224,6 +231,8 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	go w.heartbeat(beatCtx, cfg, node)
 	w.sandboxDone = make(chan struct{})
 	go w.probeSandbox(beatCtx, cfg, sbx)
+	w.clisDone = make(chan struct{})
+	go w.probeCLIs(beatCtx, cfg, nodeActs)
 	cfg.Logger.Info("workers started", "node", cfg.Node,
 		"queues", []string{contract.TaskQueue, contract.NodeTaskQueue(cfg.Node)})
 	return w, nil
@@ -312,6 +321,7 @@ func (w *Workers) Stop() {
 		w.stopBeat()
 		<-w.beatDone
 		<-w.sandboxDone
+		<-w.clisDone
 		w.mcp.close()
 	})
 }
@@ -382,5 +392,27 @@ func (w *Workers) heartbeat(ctx context.Context, cfg Config, node domain.Node) {
 				cfg.Logger.Warn("node heartbeat failed", "node", cfg.Node, "error", err)
 			}
 		}
+	}
+}
+
+// probeCLIs records the node's provider CLIs once, at start, when the node is configured to.
+func (w *Workers) probeCLIs(ctx context.Context, cfg Config, node *activities.Node) {
+	defer close(w.clisDone)
+	if !cfg.ProbeCLIs {
+		return
+	}
+	clis, err := node.ProbeCLIs(ctx, 0)
+	if err != nil {
+		if ctx.Err() == nil {
+			cfg.Logger.Warn("probe provider CLIs", "node", cfg.Node, "error", err)
+		}
+		return
+	}
+	for _, c := range clis {
+		if c.Problem != "" {
+			cfg.Logger.Info("provider CLI unavailable", "node", cfg.Node, "command", c.Command, "problem", c.Problem)
+			continue
+		}
+		cfg.Logger.Info("provider CLI", "node", cfg.Node, "command", c.Command, "version", c.Version, "path", c.Path, "source", c.Source)
 	}
 }

@@ -13,7 +13,8 @@ import (
 
 // NodeProbe asks a node's own worker to describe its machine. The activity runs on the
 // node's task queue with no retries, so the probe answers the operator's question "is this
-// node's worker serving right now?" within contract.NodeProbeTimeout.
+// node's worker serving right now?", and what provider CLIs it can run, within
+// contract.NodeProbeTimeout.
 func NodeProbe(ctx workflow.Context, in contract.NodeProbeInput) (contract.NodeReport, error) {
 	ctx = askNode(ctx, in.Node, contract.NodeProbeTimeout)
 	var n *activities.Node

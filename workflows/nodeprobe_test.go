@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/contract"
+	"github.com/jam-dev/jam/internal/domain"
 )
 
 func TestNodeProbeAsksTheNodesOwnQueueOnce(t *testing.T) {
@@ -20,7 +22,8 @@ func TestNodeProbeAsksTheNodesOwnQueueOnce(t *testing.T) {
 	env := s.NewTestWorkflowEnvironment()
 	var n *activities.Node
 	env.RegisterActivity(n)
-	want := contract.NodeReport{Node: "w1", PID: 42, ReportedAt: time.Unix(0, 0).UTC()}
+	want := contract.NodeReport{Node: "w1", PID: 42, ReportedAt: time.Unix(0, 0).UTC(),
+		CLIs: []domain.NodeCLI{{Command: "codex", Version: "0.169.0"}}}
 	var queue string
 	env.OnActivity(n.DescribeNode, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, _ activities.DescribeNodeInput) (contract.NodeReport, error) {
@@ -32,7 +35,7 @@ func TestNodeProbeAsksTheNodesOwnQueueOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got contract.NodeReport
-	if err := env.GetWorkflowResult(&got); err != nil || got != want {
+	if err := env.GetWorkflowResult(&got); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("result %+v, %v", got, err)
 	}
 	if queue != contract.NodeTaskQueue("w1") {

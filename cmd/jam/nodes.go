@@ -1,14 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/domain"
 )
 
 func newNodeCmd(_ *globals) *cobra.Command {
@@ -16,11 +19,11 @@ func newNodeCmd(_ *globals) *cobra.Command {
 	cf := addClientFlags(cmd)
 
 	list := listCmd(cf, "list", "List nodes with their state, load and capacity, and the age of their last heartbeat", cobra.NoArgs, fixed("/v1/nodes"),
-		"NAME\tSTATE\tRUNTIMES\tSANDBOX\tHEARTBEAT\tHOSTNAME\tPID\tVERSION\tTASK QUEUE",
+		"NAME\tSTATE\tRUNTIMES\tSANDBOX\tCLIS\tHEARTBEAT\tHOSTNAME\tPID\tVERSION\tTASK QUEUE",
 		func(out api.NodeList) [][]string {
 			rows := make([][]string, len(out.Items))
 			for i, n := range out.Items {
-				rows[i] = []string{n.Name, string(n.State), load(n), sandboxCell(n), ago(n.HeartbeatAgeSeconds), n.Hostname, strconv.Itoa(n.PID), n.Version, n.TaskQueue}
+				rows[i] = []string{n.Name, string(n.State), load(n), sandboxCell(n), clisCell(n.CLIs), ago(n.HeartbeatAgeSeconds), n.Hostname, strconv.Itoa(n.PID), n.Version, n.TaskQueue}
 			}
 			return rows
 		})
@@ -36,7 +39,7 @@ func newNodeCmd(_ *globals) *cobra.Command {
 	}
 	probe := &cobra.Command{
 		Use:   "probe NAME",
-		Short: "Ask the node's own worker, through its task queue, to describe its machine",
+		Short: "Ask the node's own worker, through its task queue, to describe its machine and resolve its provider CLIs again",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw, err := cf.call(cmd, http.MethodPost, "/v1/nodes/"+url.PathEscape(args[0])+"/probe", nil)
@@ -45,9 +48,22 @@ func newNodeCmd(_ *globals) *cobra.Command {
 			}
 			return render(cf, cmd, raw, func(out api.NodeProbeBody) error {
 				r := out.Report
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "node %s answered: pid %d on %s (%s/%s, %s), jam %s\ndata directory %s, %.1f GiB free\nworkflow %s run %s\n",
+				w := cmd.OutOrStdout()
+				if _, err := fmt.Fprintf(w, "node %s answered: pid %d on %s (%s/%s, %s), jam %s\ndata directory %s, %.1f GiB free\n",
 					r.Node, r.PID, r.Hostname, r.OS, r.Arch, r.GoVersion, r.Version, r.DataDir,
-					float64(r.DataDirFreeBytes)/(1<<30), out.WorkflowID, out.RunID)
+					float64(r.DataDirFreeBytes)/(1<<30)); err != nil {
+					return err
+				}
+				for _, c := range r.CLIs {
+					line := fmt.Sprintf("  %s %s %s (%s)", c.Command, cmp.Or(c.Version, "(no version)"), c.Path, c.Source)
+					if c.Problem != "" {
+						line = fmt.Sprintf("  %s: %s", c.Command, c.Problem)
+					}
+					if _, err := fmt.Fprintln(w, line); err != nil {
+						return err
+					}
+				}
+				_, err := fmt.Fprintf(w, "workflow %s run %s\n", out.WorkflowID, out.RunID)
 				return err
 			})
 		},
@@ -74,6 +90,24 @@ reaped when idle. A host-native room whose workspace is on the node's disk keeps
 (its state cannot move); start it fresh to move it.`, "drain"),
 		drain("undrain", "Put a drained node back in service", "", "undrain"))
 	return cmd
+}
+
+// clisCell names the provider CLIs the node can run, with their versions ("-" before its
+// first probe, or when it runs none); `jam node probe` says why the others cannot.
+func clisCell(clis []domain.NodeCLI) string {
+	if clis == nil {
+		return "-"
+	}
+	var ok []string
+	for _, c := range clis {
+		if c.Problem == "" {
+			ok = append(ok, strings.TrimSuffix(c.Command+" "+c.Version, " "))
+		}
+	}
+	if len(ok) == 0 {
+		return "none"
+	}
+	return strings.Join(ok, ", ")
 }
 
 // sandboxCell is the node's sbx support for the list ("-" before its first probe).

@@ -271,7 +271,8 @@ func runBand(ctx context.Context, st *store.Store, starter lifecycle.Starter, lo
 }
 
 // startWorkers starts a node's workers; it shares the node default (the host name) with every command.
-func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Store) (*workers.Workers, error) {
+// probeCLIs: resolve the node's provider CLIs at start (jam worker: one node of a fleet).
+func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Store, probeCLIs bool) (*workers.Workers, error) {
 	we, err := parseWorkerEnv(os.Environ(), o.Sbx, o.Logger)
 	if err != nil {
 		return nil, err
@@ -284,6 +285,6 @@ func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Sto
 		Logger: o.Logger.With("component", "worker"), Env: we.env, Lifecycle: we.lifecycle,
 		PermissionTimeout: we.permission, Pause: we.pause, MCP: we.mcp, QuestionTimeout: we.question,
 		Factories: we.factories, Fail: we.fail, MaxRuntimes: maxRuntimes(o.MaxRuntimes),
-		WorkflowCacheSize: we.workflowCache,
+		WorkflowCacheSize: we.workflowCache, ProbeCLIs: probeCLIs,
 	})
 }

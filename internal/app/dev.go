@@ -101,7 +101,7 @@ func RunDev(ctx context.Context, o Options) (err error) {
 	}
 	defer tc.Close()
 
-	wk, err := startWorkers(ctx, o, tc, st)
+	wk, err := startWorkers(ctx, o, tc, st, false)
 	if err != nil {
 		return err
 	}

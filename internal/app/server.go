@@ -87,7 +87,7 @@ func RunWorker(ctx context.Context, o Options) error {
 	if err := contract.EnsureSearchAttributes(ctx, tc, o.Namespace, false); err != nil {
 		return err
 	}
-	wk, err := startWorkers(ctx, o, tc, st)
+	wk, err := startWorkers(ctx, o, tc, st, true)
 	if err != nil {
 		return err
 	}

@@ -147,6 +147,8 @@ type NodeReport struct {
 	DataDirFreeBytes uint64    `json:"data_dir_free_bytes"`
 	StartedAt        time.Time `json:"started_at"`
 	ReportedAt       time.Time `json:"reported_at"`
+	// CLIs are the provider CLIs the node resolved for this report.
+	CLIs []domain.NodeCLI `json:"clis,omitempty"`
 }
 
 // WorkspaceRef names a workspace with its immutable owner.
