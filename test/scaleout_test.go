@@ -23,13 +23,16 @@ import (
 type fleetNode struct {
 	name, home, state string
 	args, env         []string
-	proc              *proc
+	// override is set after the owned-runtime environment, so it wins over it.
+	override []string
+	proc     *proc
 }
 
 func (n *fleetNode) start(t *testing.T, p production) {
 	t.Helper()
 	env := append(append(append([]string{}, p.base...), n.env...), "JAM_HOME="+n.home)
-	n.proc = startJam(t, append(env, ownedEnv(t, n.state)...), append([]string{"worker", "--node", n.name}, n.args...)...)
+	env = append(append(env, ownedEnv(t, n.state)...), n.override...)
+	n.proc = startJam(t, env, append([]string{"worker", "--node", n.name}, n.args...)...)
 }
 
 // liveRuntimes is how many provider processes the node's worker holds.
