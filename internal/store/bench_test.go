@@ -102,3 +102,79 @@ func forEachBenchURL(b *testing.B, fn func(b *testing.B, url string)) {
 		fn(b, testdb.PostgresURL(b))
 	})
 }
+
+// BenchmarkPlacementsBesidePosts measures wakes' placements while rooms post: 16 placers
+// taking slots on three nodes and 16 posters in rooms of their own, all at once. b.N is the
+// number of placements; placements/s and posts/s are the figures.
+//
+//	go test -run '^$' -bench PlacementsBesidePosts/postgres -benchtime 3000x -count 3 ./internal/store/
+func BenchmarkPlacementsBesidePosts(b *testing.B) {
+	forEachBenchURL(b, benchPlacements)
+}
+
+func benchPlacements(b *testing.B, url string) {
+	ctx := context.Background()
+	s := openTest(b, url)
+	for _, name := range []string{"n1", "n2", "n3"} {
+		if _, err := s.RegisterNode(ctx, domain.Node{Name: name, Hostname: name, PID: 1, DataDir: "/" + name,
+			Adapters: []domain.Provider{domain.ProviderACP}, MaxRuntimes: 1 << 20}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const placers, posters = 16, 16
+	rooms := make([]uuid.UUID, posters)
+	for i := range rooms {
+		agent := createAgent(b, s, fmt.Sprintf("bench-agent-%d", i), domain.AgentOwned, "")
+		createTemplate(b, s, agent.ID, "default")
+		room := createRoom(b, s, fmt.Sprintf("bench-%d", i))
+		join(b, s, room.ID, "alice", agent)
+		rooms[i] = room.ID
+	}
+	var placed, posted atomic.Int64
+	done := make(chan struct{})
+	errs := make(chan error, placers+posters)
+	b.ResetTimer()
+	start := time.Now()
+	var wg, postWG sync.WaitGroup
+	for range placers {
+		wg.Go(func() {
+			for placed.Add(1) <= int64(b.N) {
+				pl, err := s.PlaceRuntime(ctx, uuid.New(), domain.PlacementAsk{Provider: domain.ProviderACP})
+				if err == nil && pl.Node == "" {
+					err = fmt.Errorf("not placed: %s", pl.Waiting)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for _, room := range rooms {
+		postWG.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := s.PostMessage(ctx, domain.Message{ID: uuid.New(), RoomID: room, AuthorKind: domain.ParticipantHuman,
+					AuthorHuman: "alice", Text: "hello", CreatedAt: time.Now()}); err != nil {
+					errs <- err
+					return
+				}
+				posted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(done)
+	postWG.Wait()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "placements/s")
+	b.ReportMetric(float64(posted.Load())/elapsed.Seconds(), "posts/s")
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}

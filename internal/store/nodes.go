@@ -181,11 +181,16 @@ func (q *Q) GetNode(ctx context.Context, name string) (domain.Node, error) {
 
 // ListNodes lists every node by name.
 func (q *Q) ListNodes(ctx context.Context) ([]domain.Node, error) {
-	var rows []nodeRow
 	cutoff, err := q.placementCutoff(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return q.listNodesAt(ctx, cutoff)
+}
+
+// listNodesAt lists every node by name, counting placements made after cutoff.
+func (q *Q) listNodesAt(ctx context.Context, cutoff time.Time) ([]domain.Node, error) {
+	var rows []nodeRow
 	if err := q.selectAll(ctx, &rows, nodeSelect+` ORDER BY n.name`, cutoff); err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}

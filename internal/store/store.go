@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"net/url"
 	"strings"
@@ -190,6 +191,18 @@ type Scope struct {
 func RoomScope(room uuid.UUID) Scope {
 	return Scope{set: true, k1: int32(binary.BigEndian.Uint32(room[0:4])), k2: int32(binary.BigEndian.Uint32(room[4:8]) ^ binary.BigEndian.Uint32(room[8:12]) ^ binary.BigEndian.Uint32(room[12:16]))}
 }
+
+// NodeScope is one node's runtime slots: placements on a node count its slots and take one
+// under it (PlaceRuntime), so two wakes never both take its last slot.
+func NodeScope(node string) Scope {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(node))
+	return Scope{set: true, k1: nodeScopeKey, k2: int32(h.Sum32())}
+}
+
+// nodeScopeKey is NodeScope's first key ("node"); a room whose id begins with the same four
+// bytes only shares a lock with node placements, never its correctness.
+const nodeScopeKey = 0x6e6f6465
 
 // InScopedTx is InTx for a transaction confined to one scope. On Postgres it shares the
 // writer lock with other scoped writers and takes its scope's own lock; on SQLite, which
