@@ -43,12 +43,17 @@ func (n *Node) DescribeNode(ctx context.Context, _ DescribeNodeInput) (contract.
 	if err := unix.Statfs(n.DataDir, &fs); err != nil {
 		return contract.NodeReport{}, fmt.Errorf("node %s data directory %s: %w", n.Name, n.DataDir, err)
 	}
-	clis, err := n.ProbeCLIs(ctx, DescribeCLIProbeTimeout)
+	// The node answers about its machine even when its CLIs do not all answer in time.
+	pctx, cancel := context.WithTimeout(ctx, describeCLIBudget)
+	clis, err := n.ProbeCLIs(pctx)
+	cancel()
+	unanswered := ""
 	if err != nil {
-		return contract.NodeReport{}, err
+		unanswered = fmt.Sprintf("the provider CLIs were not all resolved within %s (%v); what the node recorded before stands",
+			describeCLIBudget, err)
 	}
 	return contract.NodeReport{
-		CLIs: clis, Node: n.Name, Hostname: host, PID: os.Getpid(), Version: n.Version, GoVersion: runtime.Version(),
+		CLIs: clis, CLIsUnanswered: unanswered, Node: n.Name, Hostname: host, PID: os.Getpid(), Version: n.Version, GoVersion: runtime.Version(),
 		OS: runtime.GOOS, Arch: runtime.GOARCH, DataDir: n.DataDir,
 		DataDirFreeBytes: fs.Bavail * uint64(fs.Bsize), StartedAt: n.StartedAt.UTC(), ReportedAt: time.Now().UTC(),
 	}, nil

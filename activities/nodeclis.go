@@ -12,18 +12,19 @@ import (
 	"github.com/jam-dev/jam/internal/provider"
 )
 
-// DescribeCLIProbeTimeout bounds each `--version` of an operator's node probe, so the whole
-// answer fits contract.NodeProbeTimeout (the probes run at once; an idle 2-core machine
-// answers each in 0.03–1.3 s).
-const DescribeCLIProbeTimeout = 7 * time.Second
+// describeCLIBudget (a variable for tests) bounds the provider CLI probe of an operator's
+// node probe, so the whole answer fits contract.NodeProbeTimeout (the probes run at once; an
+// idle 2-core machine answers each in 0.03–1.3 s). A probe that runs out of it records
+// nothing: a slow CLI is not a missing one.
+var describeCLIBudget = 7 * time.Second
 
 // ProbeCLIs resolves the default command of every owned transport whose provider family the
 // node runs, the way a host-native runtime there would (ResolveExecutable with the worker's
 // environment and the pin table), and records the answers on the node row, so placement sends
 // a host-native runtime only to nodes where its CLI is installed. Probes run at once: each is
-// a `--version` of a few hundred milliseconds, each bounded by probeTimeout (0: the
-// resolver's default, as a runtime's start has it).
-func (n *Node) ProbeCLIs(ctx context.Context, probeTimeout time.Duration) ([]domain.NodeCLI, error) {
+// a `--version` of a few hundred milliseconds, each bounded by the resolver's own timeout (as
+// a runtime's start has it) and all by ctx: when ctx ends first nothing is recorded.
+func (n *Node) ProbeCLIs(ctx context.Context) ([]domain.NodeCLI, error) {
 	pins, err := readPins(ctx, n.Store)
 	if err != nil {
 		return nil, fmt.Errorf("node %s provider CLIs: %w", n.Name, err)
@@ -32,7 +33,7 @@ func (n *Node) ProbeCLIs(ctx context.Context, probeTimeout time.Duration) ([]dom
 	out := make([]domain.NodeCLI, len(rows))
 	var wg sync.WaitGroup
 	for i, row := range rows {
-		wg.Go(func() { out[i] = n.probeCLI(ctx, row, pins, probeTimeout) })
+		wg.Go(func() { out[i] = n.probeCLI(ctx, row, pins) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -60,14 +61,14 @@ func (n *Node) cliRows() []domain.TransportSpec {
 
 // probeCLI resolves one command; a refusal becomes the CLI's problem, in the resolver's words
 // (the candidates and why each was refused), which is what the operator needs to fix it.
-func (n *Node) probeCLI(ctx context.Context, row domain.TransportSpec, pins map[string]string, probeTimeout time.Duration) domain.NodeCLI {
+func (n *Node) probeCLI(ctx context.Context, row domain.TransportSpec, pins map[string]string) domain.NodeCLI {
 	cli := domain.NodeCLI{Command: row.Command}
 	env, err := provider.HostNativeEnv(n.Env, row, nil)
 	if err != nil {
 		cli.Problem = err.Error()
 		return cli
 	}
-	exe, err := resolveCLI(ctx, row, "", pins, n.Env, env, probeTimeout)
+	exe, err := resolveCLI(ctx, row, "", pins, n.Env, env)
 	var refusal *provider.ResolutionRefusal
 	switch {
 	case errors.As(err, &refusal):

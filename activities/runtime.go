@@ -311,16 +311,14 @@ func (r *Runtimes) resolve(ctx context.Context, row domain.TransportSpec, c doma
 	if err != nil {
 		return provider.ResolvedExecutable{}, err
 	}
-	return resolveCLI(ctx, row, c.Command, pins, worker, env, 0)
+	return resolveCLI(ctx, row, c.Command, pins, worker, env)
 }
 
 // resolveCLI resolves row's command as a host-native runtime does (explicit: the template's
-// own executable, "" for none); the node's CLI probe asks the same question. probeTimeout
-// bounds each `--version` (0: the resolver's default).
-func resolveCLI(ctx context.Context, row domain.TransportSpec, explicit string, pins map[string]string, worker, env []string,
-	probeTimeout time.Duration) (provider.ResolvedExecutable, error) {
+// own executable, "" for none); the node's CLI probe asks the same question.
+func resolveCLI(ctx context.Context, row domain.TransportSpec, explicit string, pins map[string]string, worker, env []string) (provider.ResolvedExecutable, error) {
 	req := provider.ExecutableRequest{Command: row.Command, Explicit: explicit, Env: envLookup(worker),
-		PATH: envLookup(env)("PATH"), ProbeEnv: env, Pins: pins, ProbeTimeout: probeTimeout}
+		PATH: envLookup(env)("PATH"), ProbeEnv: env, Pins: pins}
 	return provider.ResolveExecutable(ctx, req)
 }
 

@@ -45,9 +45,9 @@ type NodeBody struct {
 	// runtimes are placed only on nodes where it is ok (or not probed yet).
 	Sandbox domain.SandboxSupport `json:"sandbox,omitempty"`
 	// CLIs are the provider CLIs the node's worker resolved when it last probed them (`jam
-	// worker` at its start, or POST /v1/nodes/{name}/probe); absent until then. Host-native
+	// worker` at its start, or POST /v1/nodes/{name}/probe); null until then. Host-native
 	// runtimes are placed only on nodes whose CLI has no problem (or not probed yet).
-	CLIs []domain.NodeCLI `json:"clis,omitempty"`
+	CLIs []domain.NodeCLI `json:"clis"`
 }
 
 // NodeList is the body of GET /v1/nodes.

@@ -90,14 +90,16 @@ type NodeReportBody struct {
 	DataDirFreeBytes uint64    `json:"data_dir_free_bytes"`
 	StartedAt        time.Time `json:"started_at"`
 	ReportedAt       time.Time `json:"reported_at"`
-	// CLIs are the provider CLIs the node resolved for this report (also recorded on the node).
-	CLIs []domain.NodeCLI `json:"clis,omitempty"`
+	// CLIs are the provider CLIs the node resolved for this report (also recorded on the
+	// node); CLIsUnanswered says why there are none when they did not all answer in time.
+	CLIs           []domain.NodeCLI `json:"clis,omitempty"`
+	CLIsUnanswered string           `json:"clis_unanswered,omitempty"`
 }
 
 func nodeReportBody(r contract.NodeReport) NodeReportBody {
 	return NodeReportBody{Node: r.Node, Hostname: r.Hostname, PID: r.PID, Version: r.Version, GoVersion: r.GoVersion,
 		OS: r.OS, Arch: r.Arch, DataDir: r.DataDir, DataDirFreeBytes: r.DataDirFreeBytes, StartedAt: r.StartedAt,
-		ReportedAt: r.ReportedAt, CLIs: r.CLIs}
+		ReportedAt: r.ReportedAt, CLIs: r.CLIs, CLIsUnanswered: r.CLIsUnanswered}
 }
 
 // CleanupReportBody is a host cleanup preflight.

@@ -47,8 +47,9 @@ func TestWorkersRecordTheirProviderCLIsAtStartAndOnAProbe(t *testing.T) {
 	bin := t.TempDir()
 	writeCLI(t, bin, "codex", "0.169.0")
 	named := filepath.Join(t.TempDir(), "opencode")
-	w, err := Start(ctx, Config{Client: c, Store: st, Node: "clis", DataDir: t.TempDir(), Version: "test",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ProbeCLIs: true,
+	dataDir := t.TempDir()
+	w, err := Start(ctx, Config{Client: c, Store: st, Node: "clis", DataDir: dataDir, Version: "test",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ProbeCLIs: true, HeartbeatInterval: 200 * time.Millisecond,
 		// The operator named an opencode that is not there.
 		Env: []string{"PATH=" + bin, "HOME=" + t.TempDir(), "JAM_OPENCODE_BIN=" + named}})
 	if err != nil {
@@ -90,4 +91,15 @@ func TestWorkersRecordTheirProviderCLIsAtStartAndOnAProbe(t *testing.T) {
 	if node, err = st.GetNode(ctx, "clis"); err != nil || !node.HasCLI("claude") {
 		t.Fatalf("after the probe the node records %+v (%v)", node.CLIs, err)
 	}
+
+	// The row is taken over (as by a cleaned table and this worker's own re-registration):
+	// the new row reads as not probed, and the worker probes again once it registers again.
+	host, _ := os.Hostname()
+	if _, err := st.RegisterNode(ctx, domain.Node{Name: "clis", Hostname: host, PID: 1, DataDir: dataDir}); err != nil {
+		t.Fatal(err)
+	}
+	wait.Eventually(t, 30*time.Second, func() bool {
+		node, err = st.GetNode(ctx, "clis")
+		return err == nil && node.PID == os.Getpid() && node.HasCLI("claude") && node.CLIs != nil
+	}, "the worker to register again and record its CLIs")
 }

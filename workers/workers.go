@@ -112,6 +112,7 @@ type Workers struct {
 	beatDone     chan struct{}
 	sandboxDone  chan struct{}
 	clisDone     chan struct{}
+	registered   chan struct{} // the heartbeat registered the node again
 	stopOnce     sync.Once
 	fatal        chan error
 	runtimes     *RuntimeRegistry
@@ -159,9 +160,10 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	LimitWorkflowCache(cfg.WorkflowCacheSize)
 	opts := worker.Options{WorkerStopTimeout: cfg.StopTimeout}
 	w := &Workers{
-		shared: worker.New(cfg.Client, contract.TaskQueue, opts),
-		node:   worker.New(cfg.Client, contract.NodeTaskQueue(cfg.Node), opts),
-		fatal:  make(chan error, 1),
+		shared:     worker.New(cfg.Client, contract.TaskQueue, opts),
+		node:       worker.New(cfg.Client, contract.NodeTaskQueue(cfg.Node), opts),
+		fatal:      make(chan error, 1),
+		registered: make(chan struct{}, 1),
 	}
 	w.permissions = permission.New(cfg.Store, cfg.Logger.With("component", "permissions"), cfg.PermissionTimeout)
 	w.runtimes = NewRuntimeRegistry(cfg.Logger, cfg.Factories, func(exit RuntimeExit) {
@@ -381,7 +383,12 @@ func (w *Workers) heartbeat(ctx context.Context, cfg Config, node domain.Node) {
 			err := cfg.Store.HeartbeatNode(ctx, node)
 			if errors.Is(err, store.ErrNotFound) {
 				// The row is gone (an operator cleaned the table) or no longer ours.
-				_, err = cfg.Store.RegisterNode(ctx, node)
+				if _, err = cfg.Store.RegisterNode(ctx, node); err == nil {
+					select { // the new row is unprobed: probe the CLIs again
+					case w.registered <- struct{}{}:
+					default:
+					}
+				}
 			}
 			if errors.Is(err, store.ErrNodeTaken) {
 				cfg.Logger.Error("another worker serves this node name; this one stops", "node", cfg.Node, "error", err)
@@ -395,24 +402,40 @@ func (w *Workers) heartbeat(ctx context.Context, cfg Config, node domain.Node) {
 	}
 }
 
-// probeCLIs records the node's provider CLIs once, at start, when the node is configured to.
+// cliRetryInterval (a variable for tests) is how long a worker waits to probe its provider
+// CLIs again after a probe that could not be recorded.
+var cliRetryInterval = time.Minute
+
+// probeCLIs records the node's provider CLIs at start, when the node is configured to, and
+// again whenever the heartbeat had to register the node again (a new row reads as not
+// probed) or the last probe could not be recorded.
 func (w *Workers) probeCLIs(ctx context.Context, cfg Config, node *activities.Node) {
 	defer close(w.clisDone)
 	if !cfg.ProbeCLIs {
 		return
 	}
-	clis, err := node.ProbeCLIs(ctx, 0)
-	if err != nil {
-		if ctx.Err() == nil {
+	for {
+		var again <-chan time.Time
+		clis, err := node.ProbeCLIs(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
 			cfg.Logger.Warn("probe provider CLIs", "node", cfg.Node, "error", err)
+			again = time.After(cliRetryInterval)
 		}
-		return
-	}
-	for _, c := range clis {
-		if c.Problem != "" {
-			cfg.Logger.Info("provider CLI unavailable", "node", cfg.Node, "command", c.Command, "problem", c.Problem)
-			continue
+		for _, c := range clis {
+			if c.Problem != "" {
+				cfg.Logger.Info("provider CLI unavailable", "node", cfg.Node, "command", c.Command, "problem", c.Problem)
+				continue
+			}
+			cfg.Logger.Info("provider CLI", "node", cfg.Node, "command", c.Command, "version", c.Version, "path", c.Path, "source", c.Source)
 		}
-		cfg.Logger.Info("provider CLI", "node", cfg.Node, "command", c.Command, "version", c.Version, "path", c.Path, "source", c.Source)
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.registered:
+		case <-again:
+		}
 	}
 }

@@ -54,6 +54,11 @@ func newNodeCmd(_ *globals) *cobra.Command {
 					float64(r.DataDirFreeBytes)/(1<<30)); err != nil {
 					return err
 				}
+				if r.CLIsUnanswered != "" {
+					if _, err := fmt.Fprintln(w, "  "+r.CLIsUnanswered); err != nil {
+						return err
+					}
+				}
 				for _, c := range r.CLIs {
 					line := fmt.Sprintf("  %s %s %s (%s)", c.Command, cmp.Or(c.Version, "(no version)"), c.Path, c.Source)
 					if c.Problem != "" {
@@ -93,7 +98,7 @@ reaped when idle. A host-native room whose workspace is on the node's disk keeps
 }
 
 // clisCell names the provider CLIs the node can run, with their versions ("-" before its
-// first probe, or when it runs none); `jam node probe` says why the others cannot.
+// first probe); `jam node probe` says why the others cannot.
 func clisCell(clis []domain.NodeCLI) string {
 	if clis == nil {
 		return "-"

@@ -147,8 +147,10 @@ type NodeReport struct {
 	DataDirFreeBytes uint64    `json:"data_dir_free_bytes"`
 	StartedAt        time.Time `json:"started_at"`
 	ReportedAt       time.Time `json:"reported_at"`
-	// CLIs are the provider CLIs the node resolved for this report.
-	CLIs []domain.NodeCLI `json:"clis,omitempty"`
+	// CLIs are the provider CLIs the node resolved for this report; CLIsUnanswered says why
+	// there are none when they did not all answer in time.
+	CLIs           []domain.NodeCLI `json:"clis,omitempty"`
+	CLIsUnanswered string           `json:"clis_unanswered,omitempty"`
 }
 
 // WorkspaceRef names a workspace with its immutable owner.
