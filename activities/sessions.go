@@ -148,6 +148,18 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 		if !out.Sandboxed && hs.Config.Command == "" {
 			ask.Command = row.Command
 		}
+		if out.Sandboxed {
+			// A sandboxed session whose host has a node runs there: the sandbox, the host's
+			// workspace and checkpoints are on that node's disk. So its slot is taken there,
+			// and while that node is stale or full the session waits and says so.
+			host, err := s.Store.HostOfSession(ctx, in.RuntimeSession)
+			switch {
+			case err == nil && host.Node != "" && host.State != domain.HostArchived && host.State != domain.HostRemoved:
+				ask.Previous, ask.Pinned = host.Node, true
+			case err != nil && !errors.Is(err, store.ErrNotFound):
+				return LoadSessionResult{}, err
+			}
+		}
 		pl, err := s.Store.PlaceRuntime(ctx, in.RuntimeSession, ask)
 		if err != nil {
 			return LoadSessionResult{}, err

@@ -13,7 +13,10 @@ import (
 
 // TestSandboxedRoomsGoToTheNodeWhoseSbxWorks runs two worker nodes, one without Docker
 // Sandboxes: each records its probe, and a sandboxed room's wake goes to the node that can run
-// it even though the other one is first by name on an even load (where it would fail).
+// it even though the other one is first by name on an even load (where it would fail). When
+// that node's worker is killed, the room's sandbox, workspace and checkpoints are on its disk
+// only: its next message waits, the session says why, and the room answers once, on the
+// same provider thread, when the node is back.
 func TestSandboxedRoomsGoToTheNodeWhoseSbxWorks(t *testing.T) {
 	p := startProductionServer(t, "sbx-fleet")
 	c := p.client
@@ -44,5 +47,29 @@ func TestSandboxedRoomsGoToTheNodeWhoseSbxWorks(t *testing.T) {
 	out, err := runJam(t, []string{"JAM_URL=" + p.url, "JAM_TOKEN=sbx-fleet"}, "node", "list")
 	if err != nil || !strings.Contains(out, "SANDBOX") || !strings.Contains(out, "absent") {
 		t.Fatalf("jam node list: %v\n%s", err, out)
+	}
+
+	thread := getSession(t, c, session).ProviderSessionID
+	killed := time.Now()
+	if err := boxed.proc.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = boxed.proc.exitCode(10 * time.Second)
+	m := postText(t, c, room.ID, "are you there")
+	wait.Eventually(t, 90*time.Second, func() error {
+		s := getSession(t, c, session)
+		if s.Runtime == nil || !strings.Contains(s.Runtime.LastError, "node boxed") || !strings.Contains(s.Runtime.LastError, "not live") {
+			return fmt.Errorf("session: presence %s, runtime %+v", s.Presence, s.Runtime)
+		}
+		return nil
+	}, "the sandboxed room on the killed node to say it waits for it")
+	t.Logf("the sandboxed room said it waits %s after the kill", time.Since(killed).Round(time.Second))
+	boxed.start(t, p)
+	awaitReply(t, c, m, 2*time.Minute)
+	if s := getSession(t, c, session); s.ProviderSessionID != thread || s.Runtime == nil || s.Runtime.Node != "boxed" {
+		t.Fatalf("after boxed returned: thread %q (was %q), runtime %+v", s.ProviderSessionID, thread, s.Runtime)
+	}
+	if rs := repliesTo(t, c, m); len(rs) != 1 {
+		t.Fatalf("message %s answered %d times", m.ID, len(rs))
 	}
 }
