@@ -150,9 +150,10 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 		}
 		if out.Sandboxed {
 			// A sandboxed session whose host has a node runs there: the sandbox, the host's
-			// workspace and checkpoints are on that node's disk. So its slot is taken there,
-			// and while that node is stale or full the session waits and says so.
-			host, err := s.Store.HostOfSession(ctx, in.RuntimeSession)
+			// workspace and checkpoints are on that node's disk (a new member of a Shared host
+			// too). So its slot is taken there, and while that node is stale or full the
+			// session waits and says so.
+			host, err := s.Store.HostFor(ctx, in.RuntimeSession, hs.AgentID, domain.ResolvePlacement(hs.Config.Placement))
 			switch {
 			case err == nil && host.Node != "" && host.State != domain.HostArchived && host.State != domain.HostRemoved:
 				ask.Previous, ask.Pinned = host.Node, true

@@ -124,12 +124,10 @@ func (q *Q) allocate(ctx context.Context, r AllocateRequest) (Allocation, error)
 		}
 		out.Host = h
 	case domain.PlacementShared:
-		var row hostRow
-		err := q.get(ctx, &row, `SELECT * FROM runtime_hosts WHERE agent_id = ? AND placement = ? AND state NOT IN (?, ?)`,
-			r.AgentID, domain.PlacementShared, domain.HostArchived, domain.HostRemoved)
+		h, err := q.liveSharedHost(ctx, r.AgentID)
 		switch {
 		case err == nil:
-			out.Host = row.domain()
+			out.Host = h
 		case errors.Is(err, ErrNotFound):
 			// Losing the one-live-Shared-host race surfaces as ErrConflict; the caller retries
 			// and finds the winner here.
@@ -188,4 +186,31 @@ func compatible(h domain.RuntimeHost, r AllocateRequest) error {
 		return fmt.Errorf("%w: host %s differs in sandboxing", ErrIncompatibleHost, h.ID)
 	}
 	return nil
+}
+
+// liveSharedHost is the agent's one Shared host that is neither archived nor removed.
+func (q *Q) liveSharedHost(ctx context.Context, agent uuid.UUID) (domain.RuntimeHost, error) {
+	var row hostRow
+	if err := q.get(ctx, &row, `SELECT * FROM runtime_hosts WHERE agent_id = ? AND placement = ? AND state NOT IN (?, ?)`,
+		agent, domain.PlacementShared, domain.HostArchived, domain.HostRemoved); err != nil {
+		return domain.RuntimeHost{}, err
+	}
+	return row.domain(), nil
+}
+
+// HostFor is the runtime host a session would run on if it acquired one now, as
+// AllocateHost would find it without writing: the host it is a member of, else its own
+// Dedicated host, else its agent's live Shared host. ErrNotFound: it would get a new one.
+func (q *Q) HostFor(ctx context.Context, session, agent uuid.UUID, placement domain.Placement) (domain.RuntimeHost, error) {
+	h, err := q.HostOfSession(ctx, session)
+	if !errors.Is(err, ErrNotFound) {
+		return h, err
+	}
+	switch placement {
+	case domain.PlacementDedicated:
+		return q.GetRuntimeHost(ctx, session)
+	case domain.PlacementShared:
+		return q.liveSharedHost(ctx, agent)
+	}
+	return domain.RuntimeHost{}, fmt.Errorf("runtime host of %s: %w", session, ErrNotFound)
 }

@@ -152,3 +152,43 @@ func TestConcurrentSharedAllocationsConvergeOnOneHost(t *testing.T) {
 		}
 	})
 }
+
+// HostFor answers, without writing, which host a session would acquire: placement pins a
+// sandboxed wake to that host's node.
+func TestHostForFindsTheHostASessionWouldAcquire(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		a := newAgent(t, s)
+		member, joining, dedicated := newSession(t, s, a), newSession(t, s, a), newSession(t, s, a)
+		if _, err := s.HostFor(ctx, joining, a.agent, domain.PlacementShared); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("before any host: %v", err)
+		}
+		shared, err := s.AllocateHost(ctx, allocReq(a, member, domain.PlacementShared, "fp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name    string
+			session uuid.UUID
+			p       domain.Placement
+		}{{"a member", member, domain.PlacementShared}, {"a session joining the Shared host", joining, domain.PlacementShared}} {
+			if h, err := s.HostFor(ctx, c.session, a.agent, c.p); err != nil || h.ID != shared.Host.ID || h.Node != "node-a" {
+				t.Fatalf("%s: %+v %v", c.name, h, err)
+			}
+		}
+		if n := hostCount(t, s, a.agent); n != 1 {
+			t.Fatalf("HostFor wrote: %d hosts", n)
+		}
+		if _, err := s.HostFor(ctx, dedicated, a.agent, domain.PlacementDedicated); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a Dedicated session before its host: %v", err)
+		}
+		own, err := s.AllocateHost(ctx, allocReq(a, dedicated, domain.PlacementDedicated, "fp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h, err := s.HostFor(ctx, dedicated, a.agent, domain.PlacementDedicated); err != nil || h.ID != own.Host.ID {
+			t.Fatalf("a Dedicated session: %+v %v", h, err)
+		}
+	})
+}
