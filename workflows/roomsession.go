@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -524,7 +525,7 @@ func (r *roomSession) prepare(ctx workflow.Context, node string, sandboxed bool)
 	}
 	if err != nil {
 		r.release(ctx)
-		r.s.Phase, r.s.LastError = domain.PhaseDormant, "prepare runtime: "+errorText(err)
+		r.s.Phase, r.s.LastError = domain.PhaseDormant, fmt.Sprintf("prepare runtime on node %s: %s", node, errorText(err))
 		r.startErr = err
 		workflow.GetLogger(ctx).Warn("runtime did not start", "runtime_session", r.in.RuntimeSession, "error", err)
 		r.failIfPermanent(ctx)
@@ -736,6 +737,18 @@ func errorText(err error) string {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
 		return domain.Truncate(app.Error(), 500)
+	}
+	// An activity timeout says what happened to the node, not Temporal's event ids.
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		switch timeout.TimeoutType() {
+		case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
+			return "no worker took the task in time: the node's worker is down or overloaded"
+		case enumspb.TIMEOUT_TYPE_HEARTBEAT:
+			return "the node's worker stopped reporting on the task: it died or hung"
+		default:
+			return "the task did not finish in time"
+		}
 	}
 	return domain.Truncate(err.Error(), 500)
 }
