@@ -92,6 +92,45 @@ func Place(nodes []Node, now time.Time, ask PlacementAsk) NodePlacement {
 	return place(nodes, now, ask.Previous, ask.Pinned, ask.Provider)
 }
 
+// StillPlaces reports whether chosen is still a fit place for the ask given nodes as they
+// stand now: Place would choose it, or Place chose by load (not the session's own node) and
+// chosen is live, undrained, eligible, runs the provider, has a free slot and carries at most
+// one runtime more than (or has at most one free slot fewer than) the node Place would choose. Wakes that chose from one read re-check under
+// the chosen node's lock; the slack of one keeps a burst of them spread within one runtime
+// per wave instead of all but one choosing again each time another took a slot.
+func StillPlaces(nodes []Node, now time.Time, ask PlacementAsk, chosen string) bool {
+	again := Place(nodes, now, ask)
+	if again.Node == chosen {
+		return true
+	}
+	// A session that goes back to its node (pinned there, or preferring it) has no alternative.
+	if again.Node == "" || (ask.Previous != "" && again.Node == ask.Previous) {
+		return false
+	}
+	var n, best *Node
+	for i := range nodes {
+		switch nodes[i].Name {
+		case chosen:
+			n = &nodes[i]
+		case again.Node:
+			best = &nodes[i]
+		}
+	}
+	if n == nil || best == nil || now.Sub(n.HeartbeatAt) > NodeStaleAfter || n.Draining || !n.Runs(ask.Provider) ||
+		n.Free() == 0 || (!ask.eligible(*n) && ask.eligible(*best)) {
+		return false
+	}
+	fn, fb := n.Free(), best.Free()
+	switch {
+	case fn < 0 && fb < 0:
+		return n.Runtimes-best.Runtimes <= 1
+	case fn >= 0 && fb >= 0:
+		return fb-fn <= 1
+	default:
+		return fn < 0 // an unlimited node is as good as any
+	}
+}
+
 // place chooses among nodes. pinned: the session's workspace and provider state
 // are on previous's disk and nowhere else (a host-native runtime that ran there), so it
 // runs there or waits for it: while that node is live, even draining (the state cannot leave

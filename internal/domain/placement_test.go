@@ -139,3 +139,43 @@ func TestHostNativeRuntimesGoOnlyToNodesWithTheirCLI(t *testing.T) {
 		})
 	}
 }
+
+func TestAChosenNodeStillPlacesWithinOneRuntimeOfTheBest(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	live, stale := now.Add(-time.Second), now.Add(-NodeStaleAfter-time.Second)
+	node := func(name string, runtimes, limit int, beat time.Time) Node {
+		return Node{Name: name, HeartbeatAt: beat, Adapters: []Provider{ProviderACP}, Runtimes: runtimes, MaxRuntimes: limit}
+	}
+	drained := node("a", 0, 5, live)
+	drained.Draining = true
+	cases := []struct {
+		name  string
+		nodes []Node
+		want  bool
+	}{
+		{"the best", []Node{node("a", 1, 5, live), node("b", 2, 5, live)}, true},
+		{"one fewer free slot than the best", []Node{node("a", 2, 5, live), node("b", 1, 5, live)}, true},
+		{"two fewer", []Node{node("a", 3, 5, live), node("b", 1, 5, live)}, false},
+		{"full", []Node{node("a", 5, 5, live), node("b", 4, 5, live)}, false},
+		{"no limits, one runtime more", []Node{node("a", 4, 0, live), node("b", 3, 0, live)}, true},
+		{"no limits, two more", []Node{node("a", 5, 0, live), node("b", 3, 0, live)}, false},
+		{"stale", []Node{node("a", 0, 5, stale), node("b", 1, 5, live)}, false},
+		{"draining", []Node{drained, node("b", 1, 5, live)}, false},
+		{"gone", []Node{node("b", 1, 5, live)}, false},
+		{"nothing places", []Node{node("a", 5, 5, live)}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := StillPlaces(c.nodes, now, PlacementAsk{Provider: ProviderACP}, "a"); got != c.want {
+				t.Fatalf("StillPlaces(a) = %v, want %v", got, c.want)
+			}
+		})
+	}
+	// A session going back to its own node has no alternative, however empty another is.
+	for _, pinned := range []bool{true, false} {
+		ask := PlacementAsk{Provider: ProviderACP, Previous: "b", Pinned: pinned}
+		if StillPlaces([]Node{node("a", 0, 5, live), node("b", 1, 5, live)}, now, ask, "a") {
+			t.Fatalf("pinned %v: a fits for a session of b", pinned)
+		}
+	}
+}

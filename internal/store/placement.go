@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,20 +28,21 @@ func (q *Q) placementCutoff(ctx context.Context) (time.Time, error) {
 	return now.Add(-domain.PlacementPending), nil
 }
 
-// placeAttempts bounds how often a placement chooses again because its node filled up
-// between the choice and the slot, before it takes the exclusive path.
+// placeAttempts bounds how often a placement chooses again because the node it chose no
+// longer fit once it held that node's lock, before it takes the exclusive path.
 const placeAttempts = 4
 
 // PlaceRuntime chooses a node for the session's runtime (domain.Place, the session's own
 // earlier placement not counted) and takes a slot there; two wakes at once never both take
-// a node's last slot. A placement that names no node takes nothing and drops the session's
-// earlier one.
+// a node's last slot, and wakes at once spread as if placed one at a time. A placement that
+// names no node takes nothing and drops the session's earlier one.
 //
-// On Postgres the choice is made from a plain read and the slot is taken in a transaction
-// scoped to the chosen node (NodeScope), which counts that node's slots again: placements on
-// different nodes, and every room's posts, run side by side instead of behind one exclusive
-// writer (issue 25). A node that filled up meanwhile makes the wake choose again. SQLite has
-// one writer, so there it is one exclusive transaction.
+// On Postgres the node is chosen from a plain read, then checked again under that node's own
+// lock (NodeScope), where its slots cannot change (domain.StillPlaces): when it still fits
+// the slot is taken, else (other wakes took slots meanwhile) the wake chooses again.
+// Placements on different nodes, and every room's posts, run side by side instead of behind
+// one exclusive writer (issue 25). SQLite has one writer, so there it is one exclusive
+// transaction.
 func (s *Store) PlaceRuntime(ctx context.Context, session uuid.UUID, ask domain.PlacementAsk) (domain.NodePlacement, error) {
 	if s.dialect == schema.Postgres {
 		for range placeAttempts {
@@ -56,11 +58,8 @@ func (s *Store) PlaceRuntime(ctx context.Context, session uuid.UUID, ask domain.
 	var out domain.NodePlacement
 	err := s.InTx(ctx, func(q *Q) error {
 		var err error
-		out, err = q.choosePlacement(ctx, session, ask)
-		if err != nil || out.Node == "" {
-			return err
-		}
-		return q.takeSlot(ctx, session, out.Node)
+		out, err = q.placeChosen(ctx, session, ask)
+		return err
 	})
 	if err != nil {
 		return domain.NodePlacement{}, fmt.Errorf("place runtime of %s: %w", session, err)
@@ -68,51 +67,80 @@ func (s *Store) PlaceRuntime(ctx context.Context, session uuid.UUID, ask domain.
 	return out, nil
 }
 
-// placeOnChosenNode chooses from a plain read, then takes the slot under the node's own
-// lock if the node still has one. ok is false when it filled up meanwhile.
+// placeOnChosenNode chooses from a plain read, then under the chosen node's lock takes the
+// slot if the node still fits. ok is false when it did not.
 func (s *Store) placeOnChosenNode(ctx context.Context, session uuid.UUID, ask domain.PlacementAsk) (domain.NodePlacement, bool, error) {
-	out, err := s.choosePlacement(ctx, session, ask)
-	if err != nil || out.Node == "" {
-		return out, err == nil, err
+	nodes, now, err := s.readNodes(ctx, session)
+	if err != nil {
+		return domain.NodePlacement{}, false, err
+	}
+	out := domain.Place(nodes, now, ask)
+	if out.Node == "" {
+		return out, true, s.dropPlacement(ctx, session)
+	}
+	// Wakes at once read the same counts: each takes one of the nodes that fit about as well
+	// as the best, at random, so they spread instead of all queueing on one node's lock.
+	var fit []string
+	for _, n := range nodes {
+		if domain.StillPlaces(nodes, now, ask, n.Name) {
+			fit = append(fit, n.Name)
+		}
+	}
+	if len(fit) > 1 {
+		out.Node = fit[rand.IntN(len(fit))]
 	}
 	ok := false
 	err = s.InScopedTx(ctx, NodeScope(out.Node), func(q *Q) error {
-		// Every placement on the node holds this lock, so the count in the statement is
-		// final until commit. One statement: the lock is held for one round trip.
-		res, err := q.exec(ctx, `
-INSERT INTO runtime_placements (runtime_session_id, node, placed_at, confirmed_at)
-SELECT $1, n.name, now(), NULL FROM nodes n
-WHERE n.name = $2 AND (n.max_runtimes <= 0 OR n.max_runtimes > (
-    SELECT COUNT(*) FROM runtime_placements p WHERE p.node = n.name AND p.runtime_session_id <> $1
-        AND (p.confirmed_at IS NOT NULL OR p.placed_at > now() - make_interval(secs => $3))))
-ON CONFLICT (runtime_session_id) DO UPDATE SET node = excluded.node, placed_at = excluded.placed_at, confirmed_at = NULL`,
-			session, out.Node, domain.PlacementPending.Seconds())
-		if err != nil {
+		// Every placement on the node holds this lock, so its slots read now stay as read
+		// until commit; other nodes' may have changed, which can move the choice.
+		nodes, now, err := q.readNodes(ctx, session)
+		if err != nil || !domain.StillPlaces(nodes, now, ask, out.Node) {
 			return err
 		}
-		rows, err := res.RowsAffected()
-		ok = rows == 1
-		return err
+		ok = true
+		return q.takeSlot(ctx, session, out.Node, now)
 	})
 	return out, ok, err
 }
 
-// choosePlacement runs domain.Place over the nodes as read, with the session's own slot not
-// counted. A choice of no node drops the session's earlier slot.
-func (q *Q) choosePlacement(ctx context.Context, session uuid.UUID, ask domain.PlacementAsk) (domain.NodePlacement, error) {
-	// One clock read for the whole choice: a wake's placement is on every wake's path.
+// placeChosen chooses and takes the slot (or drops the session's slot when no node took
+// it), in the caller's exclusive transaction.
+func (q *Q) placeChosen(ctx context.Context, session uuid.UUID, ask domain.PlacementAsk) (domain.NodePlacement, error) {
+	out, now, err := q.choosePlacement(ctx, session, ask)
+	switch {
+	case err != nil:
+		return out, err
+	case out.Node == "":
+		return out, q.dropPlacement(ctx, session)
+	}
+	return out, q.takeSlot(ctx, session, out.Node, now)
+}
+
+// choosePlacement runs domain.Place over the nodes as read (readNodes) and returns the
+// database's now it read them at. It writes nothing.
+func (q *Q) choosePlacement(ctx context.Context, session uuid.UUID, ask domain.PlacementAsk) (domain.NodePlacement, time.Time, error) {
+	nodes, now, err := q.readNodes(ctx, session)
+	if err != nil {
+		return domain.NodePlacement{}, now, err
+	}
+	return domain.Place(nodes, now, ask), now, nil
+}
+
+// readNodes reads the nodes with their slots, the session's own not counted, at the
+// database's now (one clock read: a placement is on every wake's path).
+func (q *Q) readNodes(ctx context.Context, session uuid.UUID) ([]domain.Node, time.Time, error) {
 	now, err := q.Now(ctx)
 	if err != nil {
-		return domain.NodePlacement{}, err
+		return nil, now, err
 	}
 	cutoff := now.Add(-domain.PlacementPending)
 	nodes, err := q.listNodesAt(ctx, cutoff)
 	if err != nil {
-		return domain.NodePlacement{}, err
+		return nil, now, err
 	}
 	own, counted, err := q.ownPlacement(ctx, session, cutoff)
 	if err != nil {
-		return domain.NodePlacement{}, err
+		return nil, now, err
 	}
 	if counted {
 		for i := range nodes {
@@ -121,13 +149,7 @@ func (q *Q) choosePlacement(ctx context.Context, session uuid.UUID, ask domain.P
 			}
 		}
 	}
-	out := domain.Place(nodes, now, ask)
-	if out.Node == "" {
-		if _, err := q.exec(ctx, `DELETE FROM runtime_placements WHERE runtime_session_id = ?`, session); err != nil {
-			return domain.NodePlacement{}, err
-		}
-	}
-	return out, nil
+	return nodes, now, nil
 }
 
 // ownPlacement is the node of the session's current slot and whether it counts (confirmed,
@@ -148,13 +170,15 @@ func (q *Q) ownPlacement(ctx context.Context, session uuid.UUID, cutoff time.Tim
 	return own.Node, own.Confirmed != nil || own.PlacedAt.After(cutoff), nil
 }
 
+// dropPlacement frees the session's slot: its wake found no node.
+func (q *Q) dropPlacement(ctx context.Context, session uuid.UUID) error {
+	_, err := q.exec(ctx, `DELETE FROM runtime_placements WHERE runtime_session_id = ?`, session)
+	return err
+}
+
 // takeSlot records the session's unconfirmed slot on node (moving it from another node).
-func (q *Q) takeSlot(ctx context.Context, session uuid.UUID, node string) error {
-	now, err := q.Now(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = q.exec(ctx, `
+func (q *Q) takeSlot(ctx context.Context, session uuid.UUID, node string, now time.Time) error {
+	_, err := q.exec(ctx, `
 INSERT INTO runtime_placements (runtime_session_id, node, placed_at, confirmed_at) VALUES (?, ?, ?, NULL)
 ON CONFLICT (runtime_session_id) DO UPDATE SET node = excluded.node, placed_at = excluded.placed_at, confirmed_at = NULL`,
 		session, node, now)

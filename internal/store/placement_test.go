@@ -178,3 +178,45 @@ func TestHostNativeWakesGoToTheNodeWithTheProviderCLI(t *testing.T) {
 		}
 	})
 }
+
+// Wakes at the same instant spread over the nodes as if placed one at a time: each takes the
+// node with the most free capacity given the slots the others took, not the emptiest node
+// of a read they all made before any of them took a slot.
+func TestWakesAtOnceSpreadEvenlyOverTheNodes(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		for _, name := range []string{"n1", "n2", "n3"} {
+			if _, err := s.RegisterNode(ctx, domain.Node{Name: name, Hostname: name, PID: 1, DataDir: "/" + name,
+				Adapters: []domain.Provider{domain.ProviderACP}, MaxRuntimes: 15}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var (
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			placed = map[string]int{}
+		)
+		start := make(chan struct{})
+		for range 30 {
+			wg.Go(func() {
+				<-start
+				pl, err := s.PlaceRuntime(ctx, uuid.New(), domain.PlacementAsk{Provider: domain.ProviderACP})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				placed[pl.Node]++
+				mu.Unlock()
+			})
+		}
+		close(start)
+		wg.Wait()
+		for _, n := range []string{"n1", "n2", "n3"} {
+			if placed[n] < 8 || placed[n] > 12 {
+				t.Fatalf("placed %v: want 10 each within 20%%", placed)
+			}
+		}
+	})
+}
