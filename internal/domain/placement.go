@@ -85,11 +85,11 @@ func Place(nodes []Node, now time.Time, ask PlacementAsk) NodePlacement {
 	if len(able) < len(nodes) {
 		for _, n := range able {
 			if now.Sub(n.HeartbeatAt) <= NodeStaleAfter && n.Runs(ask.Provider) {
-				return place(able, now, ask.Previous, ask.Pinned, ask.Provider)
+				return place(able, now, ask)
 			}
 		}
 	}
-	return place(nodes, now, ask.Previous, ask.Pinned, ask.Provider)
+	return place(nodes, now, ask)
 }
 
 // StillPlaces reports whether chosen is still a fit place for the ask given nodes as they
@@ -138,7 +138,15 @@ func StillPlaces(nodes []Node, now time.Time, ask PlacementAsk, chosen string) b
 // to previous while it is live, undrained and has room; otherwise to the live, undrained
 // node that runs the provider with the most free capacity (fewest runtimes on a tie, then
 // by name, so the choice is stable).
-func place(nodes []Node, now time.Time, previous string, pinned bool, p Provider) NodePlacement {
+func place(nodes []Node, now time.Time, ask PlacementAsk) NodePlacement {
+	previous, pinned, p := ask.Previous, ask.Pinned, ask.Provider
+	// What the node holds, and the way out when it does not come back: a host-native room
+	// can start fresh elsewhere; a sandboxed one's continuity is inspected and reset on its
+	// node, so it has none to offer.
+	holds, fresh, gone := "workspace and provider state", ", or start it fresh", "; start the room fresh"
+	if ask.Sandboxed {
+		holds, fresh, gone = "sandbox, workspace and checkpoints", "", ""
+	}
 	var best *Node
 	live, runs, full, draining := false, false, 0, 0
 	pinned = pinned && previous != ""
@@ -148,8 +156,8 @@ func place(nodes []Node, now time.Time, previous string, pinned bool, p Provider
 		if pinned && n.Name == previous {
 			switch {
 			case stale:
-				return NodePlacement{Waiting: fmt.Sprintf("node %s, which holds this room's workspace and provider state, is not live (last heartbeat %s ago); the room waits for it, or start it fresh",
-					n.Name, now.Sub(n.HeartbeatAt).Round(time.Second))}
+				return NodePlacement{Waiting: fmt.Sprintf("node %s, which holds this room's %s, is not live (last heartbeat %s ago); the room waits for it%s",
+					n.Name, holds, now.Sub(n.HeartbeatAt).Round(time.Second), fresh)}
 			case !n.Runs(p):
 				return NodePlacement{NoAdapter: true, Waiting: fmt.Sprintf("node %s, which holds this room's workspace, has no runtime adapter for %s", n.Name, p)}
 			case n.Free() == 0:
@@ -180,7 +188,7 @@ func place(nodes []Node, now time.Time, previous string, pinned bool, p Provider
 	}
 	switch {
 	case pinned:
-		return NodePlacement{Waiting: fmt.Sprintf("node %s, which holds this room's workspace and provider state, is gone; start the room fresh", previous)}
+		return NodePlacement{Waiting: fmt.Sprintf("node %s, which holds this room's %s, is gone%s", previous, holds, gone)}
 	case best != nil:
 		return NodePlacement{Node: best.Name}
 	case !live:

@@ -179,3 +179,18 @@ func TestAChosenNodeStillPlacesWithinOneRuntimeOfTheBest(t *testing.T) {
 		}
 	}
 }
+
+func TestASandboxedRoomWaitingForItsNodeSaysWhatTheNodeHolds(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	nodes := []Node{{Name: "boxed", HeartbeatAt: now.Add(-time.Minute), Adapters: []Provider{ProviderACP}},
+		{Name: "other", HeartbeatAt: now, Adapters: []Provider{ProviderACP}}}
+	got := Place(nodes, now, PlacementAsk{Previous: "boxed", Pinned: true, Provider: ProviderACP, Sandboxed: true})
+	if got.Node != "" || !strings.Contains(got.Waiting, "node boxed, which holds this room's sandbox") ||
+		strings.Contains(got.Waiting, "start it fresh") {
+		t.Fatalf("placed %+v", got)
+	}
+	got = Place(nodes, now, PlacementAsk{Previous: "boxed", Pinned: true, Provider: ProviderACP})
+	if got.Node != "" || !strings.Contains(got.Waiting, "workspace and provider state") || !strings.Contains(got.Waiting, "start it fresh") {
+		t.Fatalf("host-native placed %+v", got)
+	}
+}

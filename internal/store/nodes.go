@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/schema"
 )
@@ -173,7 +175,7 @@ func (q *Q) GetNode(ctx context.Context, name string) (domain.Node, error) {
 	if err != nil {
 		return domain.Node{}, err
 	}
-	if err := q.get(ctx, &r, nodeSelect+` WHERE n.name = ?`, cutoff, name); err != nil {
+	if err := q.get(ctx, &r, nodeSelect+` WHERE n.name = ?`, cutoff, uuid.Nil, name); err != nil {
 		return domain.Node{}, fmt.Errorf("get node %s: %w", name, err)
 	}
 	return r.domain(), nil
@@ -185,13 +187,14 @@ func (q *Q) ListNodes(ctx context.Context) ([]domain.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return q.listNodesAt(ctx, cutoff)
+	return q.listNodesAt(ctx, cutoff, uuid.Nil)
 }
 
-// listNodesAt lists every node by name, counting placements made after cutoff.
-func (q *Q) listNodesAt(ctx context.Context, cutoff time.Time) ([]domain.Node, error) {
+// listNodesAt lists every node by name, counting placements made after cutoff but for
+// session's own.
+func (q *Q) listNodesAt(ctx context.Context, cutoff time.Time, session uuid.UUID) ([]domain.Node, error) {
 	var rows []nodeRow
-	if err := q.selectAll(ctx, &rows, nodeSelect+` ORDER BY n.name`, cutoff); err != nil {
+	if err := q.selectAll(ctx, &rows, nodeSelect+` ORDER BY n.name`, cutoff, session); err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	out := make([]domain.Node, len(rows))

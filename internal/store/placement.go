@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -14,10 +13,12 @@ import (
 )
 
 // nodeSelect reads nodes with their placed runtimes: confirmed placements, and unconfirmed
-// ones younger than domain.PlacementPending (its one argument is that cutoff).
+// ones younger than domain.PlacementPending (its first argument is that cutoff), but for one
+// runtime session's (its second; uuid.Nil counts every one). A wake reads the nodes without
+// its own slot in the same statement, so no slot of its own can be counted or missed between.
 const nodeSelect = `
 SELECT n.*, (SELECT COUNT(*) FROM runtime_placements p WHERE p.node = n.name
-    AND (p.confirmed_at IS NOT NULL OR p.placed_at > ?)) AS runtimes
+    AND (p.confirmed_at IS NOT NULL OR p.placed_at > ?) AND p.runtime_session_id <> ?) AS runtimes
 FROM nodes n`
 
 func (q *Q) placementCutoff(ctx context.Context) (time.Time, error) {
@@ -133,41 +134,8 @@ func (q *Q) readNodes(ctx context.Context, session uuid.UUID) ([]domain.Node, ti
 	if err != nil {
 		return nil, now, err
 	}
-	cutoff := now.Add(-domain.PlacementPending)
-	nodes, err := q.listNodesAt(ctx, cutoff)
-	if err != nil {
-		return nil, now, err
-	}
-	own, counted, err := q.ownPlacement(ctx, session, cutoff)
-	if err != nil {
-		return nil, now, err
-	}
-	if counted {
-		for i := range nodes {
-			if nodes[i].Name == own {
-				nodes[i].Runtimes--
-			}
-		}
-	}
-	return nodes, now, nil
-}
-
-// ownPlacement is the node of the session's current slot and whether it counts (confirmed,
-// or placed after cutoff); "" when it has none.
-func (q *Q) ownPlacement(ctx context.Context, session uuid.UUID, cutoff time.Time) (string, bool, error) {
-	var own struct {
-		Node      string     `db:"node"`
-		PlacedAt  time.Time  `db:"placed_at"`
-		Confirmed *time.Time `db:"confirmed_at"`
-	}
-	err := q.get(ctx, &own, `SELECT node, placed_at, confirmed_at FROM runtime_placements WHERE runtime_session_id = ?`, session)
-	if errors.Is(err, ErrNotFound) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	return own.Node, own.Confirmed != nil || own.PlacedAt.After(cutoff), nil
+	nodes, err := q.listNodesAt(ctx, now.Add(-domain.PlacementPending), session)
+	return nodes, now, err
 }
 
 // dropPlacement frees the session's slot: its wake found no node.
