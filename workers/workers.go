@@ -146,8 +146,9 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		return nil, err
 	}
 	// This process starts with no runtime: slots its predecessor held are free (its
-	// children are reaped below, before any activity runs).
-	if err := cfg.Store.ClearNodePlacements(ctx, cfg.Node); err != nil {
+	// children are reaped below, before any activity runs). The node is live from its
+	// registration on, so a wake may already have placed a slot here: that one stays.
+	if err := cfg.Store.ClearNodePlacements(ctx, cfg.Node, node.StartedAt); err != nil {
 		return nil, err
 	}
 	layout := domain.Layout{Root: cfg.DataDir}

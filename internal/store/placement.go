@@ -179,9 +179,11 @@ func (q *Q) ReleasePlacement(ctx context.Context, session uuid.UUID, node string
 	return nil
 }
 
-// ClearNodePlacements frees every slot on node: its worker starts with no runtime.
-func (q *Q) ClearNodePlacements(ctx context.Context, node string) error {
-	if _, err := q.exec(ctx, `DELETE FROM runtime_placements WHERE node = ?`, node); err != nil {
+// ClearNodePlacements frees every slot on node taken before its worker started (at
+// started, the database's clock): that worker starts with no runtime. A wake placed on the
+// node since it registered keeps its slot.
+func (q *Q) ClearNodePlacements(ctx context.Context, node string, started time.Time) error {
+	if _, err := q.exec(ctx, `DELETE FROM runtime_placements WHERE node = ? AND placed_at < ?`, node, started); err != nil {
 		return fmt.Errorf("clear placements of %s: %w", node, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -76,8 +77,22 @@ func TestWakesAtOnceNeverTakeMoreSlotsThanANodeHas(t *testing.T) {
 		if n, err := s.SetNodeDraining(ctx, "n2", true); err != nil || !n.Draining {
 			t.Fatalf("drain: %+v %v", n, err)
 		}
-		if err := s.ClearNodePlacements(ctx, "n2"); err != nil {
+		// Only slots taken before the worker started are its predecessor's.
+		if err := s.ClearNodePlacements(ctx, "n2", time.Now().Add(-time.Hour)); err != nil {
 			t.Fatal(err)
+		}
+		if n, err := s.GetNode(ctx, "n2"); err != nil || n.Runtimes != 3 {
+			t.Fatalf("n2 after clearing older slots: %+v %v, want its 3 slots kept", n, err)
+		}
+		started, err := s.Now(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ClearNodePlacements(ctx, "n2", started.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.GetNode(ctx, "n2"); err != nil || n.Runtimes != 0 {
+			t.Fatalf("n2 after its worker started: %+v %v, want no slot", n, err)
 		}
 		if pl, err := s.PlaceRuntime(ctx, uuid.New(), domain.PlacementAsk{Provider: domain.ProviderACP}); err != nil || pl.Node != "" || pl.Waiting == "" {
 			t.Fatalf("with n1 full and n2 drained: %+v %v, want a waiting reason", pl, err)
