@@ -58,14 +58,7 @@ const benchPosterCount = 32
 func benchPosters(b *testing.B, url string) {
 	ctx := context.Background()
 	s := openTest(b, url)
-	rooms := make([]uuid.UUID, benchPosterCount)
-	for i := range rooms {
-		agent := createAgent(b, s, fmt.Sprintf("bench-agent-%d", i), domain.AgentOwned, "")
-		createTemplate(b, s, agent.ID, "default")
-		room := createRoom(b, s, fmt.Sprintf("bench-%d", i))
-		join(b, s, room.ID, "alice", agent)
-		rooms[i] = room.ID
-	}
+	rooms := benchRooms(b, s, benchPosterCount)
 	var next atomic.Int64
 	errs := make(chan error, benchPosterCount)
 	b.ResetTimer()
@@ -115,21 +108,9 @@ func BenchmarkPlacementsBesidePosts(b *testing.B) {
 func benchPlacements(b *testing.B, url string) {
 	ctx := context.Background()
 	s := openTest(b, url)
-	for _, name := range []string{"n1", "n2", "n3"} {
-		if _, err := s.RegisterNode(ctx, domain.Node{Name: name, Hostname: name, PID: 1, DataDir: "/" + name,
-			Adapters: []domain.Provider{domain.ProviderACP}, MaxRuntimes: 1 << 20}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	registerNodes(b, s, domain.ProviderACP, 1<<20, "n1", "n2", "n3")
 	const placers, posters = 16, 16
-	rooms := make([]uuid.UUID, posters)
-	for i := range rooms {
-		agent := createAgent(b, s, fmt.Sprintf("bench-agent-%d", i), domain.AgentOwned, "")
-		createTemplate(b, s, agent.ID, "default")
-		room := createRoom(b, s, fmt.Sprintf("bench-%d", i))
-		join(b, s, room.ID, "alice", agent)
-		rooms[i] = room.ID
-	}
+	rooms := benchRooms(b, s, posters)
 	var placed, posted atomic.Int64
 	done := make(chan struct{})
 	errs := make(chan error, placers+posters)
@@ -177,4 +158,17 @@ func benchPlacements(b *testing.B, url string) {
 	for err := range errs {
 		b.Fatal(err)
 	}
+}
+
+// benchRooms creates n rooms, each with the human alice and an owned agent of its own.
+func benchRooms(b *testing.B, s *Store, n int) []uuid.UUID {
+	rooms := make([]uuid.UUID, n)
+	for i := range rooms {
+		agent := createAgent(b, s, fmt.Sprintf("bench-agent-%d", i), domain.AgentOwned, "")
+		createTemplate(b, s, agent.ID, "default")
+		room := createRoom(b, s, fmt.Sprintf("bench-%d", i))
+		join(b, s, room.ID, "alice", agent)
+		rooms[i] = room.ID
+	}
+	return rooms
 }

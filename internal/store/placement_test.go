@@ -17,12 +17,7 @@ func TestWakesAtOnceNeverTakeMoreSlotsThanANodeHas(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		for _, name := range []string{"n1", "n2"} {
-			if _, err := s.RegisterNode(ctx, domain.Node{Name: name, Hostname: name, PID: 1, DataDir: "/" + name,
-				Adapters: []domain.Provider{domain.ProviderACP}, MaxRuntimes: 3}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		registerNodes(t, s, domain.ProviderACP, 3, "n1", "n2")
 		var (
 			wg     sync.WaitGroup
 			mu     sync.Mutex
@@ -113,12 +108,7 @@ func TestSandboxedWakesGoToTheNodeWhoseSbxWorks(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		for _, name := range []string{"n1", "n2"} {
-			if _, err := s.RegisterNode(ctx, domain.Node{Name: name, Hostname: name, PID: 1, DataDir: "/" + name,
-				Adapters: []domain.Provider{domain.ProviderACP}}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		registerNodes(t, s, domain.ProviderACP, 0, "n1", "n2")
 		// n1 is emptier but its daemon is down; n2's sbx works.
 		if err := s.SetNodeSandbox(ctx, "n1", domain.SandboxDaemonDown); err != nil {
 			t.Fatal(err)
@@ -149,12 +139,7 @@ func TestHostNativeWakesGoToTheNodeWithTheProviderCLI(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		for _, name := range []string{"n1", "n2"} {
-			if _, err := s.RegisterNode(ctx, domain.Node{Name: name, Hostname: name, PID: 1, DataDir: "/" + name,
-				Adapters: []domain.Provider{domain.ProviderCodex}}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		registerNodes(t, s, domain.ProviderCodex, 0, "n1", "n2")
 		if n, err := s.GetNode(ctx, "n1"); err != nil || n.CLIs != nil {
 			t.Fatalf("a registered node reads as probed: %+v %v", n, err)
 		}
@@ -201,12 +186,7 @@ func TestWakesAtOnceSpreadEvenlyOverTheNodes(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		for _, name := range []string{"n1", "n2", "n3"} {
-			if _, err := s.RegisterNode(ctx, domain.Node{Name: name, Hostname: name, PID: 1, DataDir: "/" + name,
-				Adapters: []domain.Provider{domain.ProviderACP}, MaxRuntimes: 15}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		registerNodes(t, s, domain.ProviderACP, 15, "n1", "n2", "n3")
 		var (
 			wg     sync.WaitGroup
 			mu     sync.Mutex
@@ -234,4 +214,16 @@ func TestWakesAtOnceSpreadEvenlyOverTheNodes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// registerNodes registers nodes that run provider, each carrying at most maxRuntimes (0: no
+// limit).
+func registerNodes(t testing.TB, s *Store, provider domain.Provider, maxRuntimes int, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if _, err := s.RegisterNode(context.Background(), domain.Node{Name: name, Hostname: name, PID: 1, DataDir: "/" + name,
+			Adapters: []domain.Provider{provider}, MaxRuntimes: maxRuntimes}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
