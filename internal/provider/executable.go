@@ -387,7 +387,9 @@ func runProbe(ctx context.Context, req ExecutableRequest, c *Candidate) error {
 	out := &boundedBuffer{limit: probeOutputLimit}
 	cmd := exec.CommandContext(pctx, c.Path, args...)
 	cmd.Stdout, cmd.Stderr = out, out // one comparable writer: exec serialises its writes
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own group, killed whole when the probe ends; Pdeathsig, as Spawn has it, is the
+	// backstop for a worker killed outright mid-probe (workers probe every CLI at start).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = probeWaitDelay
 	// A probe runs the candidate's own code: it gets the provider's environment, not the
