@@ -200,7 +200,10 @@ func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, pr
 	}
 	if d.stubborn > 0 {
 		// An agent that ignores session/cancel: it keeps working and streams text into the
-		// session after the client gave up on the turn.
+		// session after the client gave up on the turn. The thought first tells a test the
+		// prompt arrived, so its cancel cannot beat the prompt to the agent.
+		_ = a.peer().SessionUpdate(context.Background(), acp.SessionNotification{SessionId: sid,
+			Update: acp.UpdateAgentThoughtText("ignoring any session/cancel")})
 		time.Sleep(d.stubborn)
 		_ = a.peer().SessionUpdate(context.Background(), acp.SessionNotification{SessionId: sid,
 			Update: acp.UpdateAgentMessageText("late text from an abandoned turn")})

@@ -579,7 +579,10 @@ func TestAnAgentIgnoringCancelIsKilledAndLeaksNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		require.Eventually(t, func() bool { return len(f.rec.find(turn.ID, domain.AgentTurnStarted)) > 0 },
+		// Cancel once the agent holds the prompt (its thought says so): a cancel right after
+		// TurnStarted can precede the send, and a turn cancelled before it is sent never
+		// reaches the agent, which is then not killed.
+		require.Eventually(t, func() bool { return len(f.rec.find(turn.ID, domain.AgentThought)) > 0 },
 			10*time.Second, 10*time.Millisecond)
 		cancel()
 	}()
