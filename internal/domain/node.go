@@ -27,7 +27,16 @@ type Node struct {
 	Sandbox SandboxSupport
 	// CLIs are the provider CLIs its worker resolved when it last probed them (nil: not probed).
 	CLIs []NodeCLI
+	// HostStore identifies the directory that holds the node's runtime-host roots: the id in
+	// the directory's own identity file and the path the node reaches it at ("": unknown, a
+	// worker from before host stores). Nodes with the same HostStore reach the same host
+	// roots at the same paths (a shared filesystem), so a session whose workspace and
+	// provider state are all in its host root can run on any of them.
+	HostStore string
 }
+
+// SharesHostStore reports whether o reaches n's runtime-host roots (at the same paths).
+func (n Node) SharesHostStore(o Node) bool { return n.HostStore != "" && n.HostStore == o.HostStore }
 
 // NodeCLI is one provider CLI as a node's worker resolved it, the way a host-native runtime
 // there would (the operator's JAM_<COMMAND>_BIN, the pin table, then PATH).

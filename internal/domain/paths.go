@@ -9,7 +9,20 @@ import (
 // Layout names every path under a node's data directory. Paths below the root are derived
 // only from validated UUIDs and node names (ValidateNodeName), never from other names a user
 // typed.
-type Layout struct{ Root string }
+type Layout struct {
+	Root string
+	// Hosts is the host store, the directory of runtime-host roots, when it is not the data
+	// directory's own (a shared filesystem nodes reach at the same path).
+	Hosts string
+}
+
+// HostStore is the directory that holds every runtime-host root.
+func (l Layout) HostStore() string {
+	if l.Hosts != "" {
+		return l.Hosts
+	}
+	return filepath.Join(l.Root, "runtime-hosts")
+}
 
 // APITokenFile holds the generated operator token (mode 0600).
 func (l Layout) APITokenFile() string { return filepath.Join(l.Root, "api-token") }
@@ -22,7 +35,7 @@ func (l Layout) TemporalFile() string { return filepath.Join(l.Root, "temporal.d
 
 // RuntimeHostRoot is the root of one runtime host's files.
 func (l Layout) RuntimeHostRoot(host uuid.UUID) string {
-	return filepath.Join(l.Root, "runtime-hosts", host.String())
+	return filepath.Join(l.HostStore(), host.String())
 }
 
 // SessionWorkspace is one runtime session's managed workspace on its host.

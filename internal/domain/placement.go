@@ -50,7 +50,11 @@ type PlacementAsk struct {
 	Previous string
 	// Pinned: the session's workspace and provider state are on Previous's disk and nowhere
 	// else (a host-native runtime that ran there).
-	Pinned   bool
+	Pinned bool
+	// Movable: they are all in the session's runtime-host root (a managed workspace, a
+	// provider that keeps its state there), so a node sharing Previous's host store reaches
+	// them: the session may run there when Previous is stale, draining, full or cannot run it.
+	Movable  bool
 	Provider Provider
 	// Sandboxed: the runtime runs in a sandbox, so it goes to a node with a usable `sbx`.
 	Sandboxed bool
@@ -103,8 +107,9 @@ func StillPlaces(nodes []Node, now time.Time, ask PlacementAsk, chosen string) b
 	if again.Node == chosen {
 		return true
 	}
-	// A session that goes back to its node (pinned there, or preferring it) has no alternative.
-	if again.Node == "" || (ask.Previous != "" && again.Node == ask.Previous) {
+	// A session that goes back to its node (pinned there, or preferring it) has no
+	// alternative; nor has a pinned one that moves, which may go only where its state is.
+	if again.Node == "" || (ask.Previous != "" && (again.Node == ask.Previous || ask.Pinned)) {
 		return false
 	}
 	var n, best *Node
@@ -147,17 +152,26 @@ func place(nodes []Node, now time.Time, ask PlacementAsk) NodePlacement {
 	if ask.Sandboxed {
 		holds, fresh, gone = "sandbox, workspace and checkpoints", "", ""
 	}
+	waitsFor := "it"
+	if ask.Movable {
+		waitsFor = "it or for a live node with room that shares its host store"
+	}
+	pinned = pinned && previous != ""
+	if pinned && ask.Movable {
+		if n := movedTo(nodes, now, ask); n != nil {
+			return NodePlacement{Node: n.Name}
+		}
+	}
 	var best *Node
 	live, runs, full, draining := false, false, 0, 0
-	pinned = pinned && previous != ""
 	for i := range nodes {
 		n := &nodes[i]
 		stale := now.Sub(n.HeartbeatAt) > NodeStaleAfter
 		if pinned && n.Name == previous {
 			switch {
 			case stale:
-				return NodePlacement{Waiting: fmt.Sprintf("node %s, which holds this room's %s, is not live (last heartbeat %s ago); the room waits for it%s",
-					n.Name, holds, now.Sub(n.HeartbeatAt).Round(time.Second), fresh)}
+				return NodePlacement{Waiting: fmt.Sprintf("node %s, which holds this room's %s, is not live (last heartbeat %s ago); the room waits for %s%s",
+					n.Name, holds, now.Sub(n.HeartbeatAt).Round(time.Second), waitsFor, fresh)}
 			case !n.Runs(p):
 				return NodePlacement{NoAdapter: true, Waiting: fmt.Sprintf("node %s, which holds this room's workspace, has no runtime adapter for %s", n.Name, p)}
 			case n.Free() == 0:
@@ -201,6 +215,36 @@ func place(nodes []Node, now time.Time, ask PlacementAsk) NodePlacement {
 }
 
 // better orders candidates: more free capacity (no limit first), then fewer runtimes.
+// movedTo is where a movable pinned session runs while its node cannot take it: its own
+// node while that is live, undrained, runs the provider and has room; else the best such
+// node that shares its host store; nil when there is none (the session is bound to its node
+// as if it could not move, and waits for it).
+func movedTo(nodes []Node, now time.Time, ask PlacementAsk) *Node {
+	var prev *Node
+	for i := range nodes {
+		if nodes[i].Name == ask.Previous {
+			prev = &nodes[i]
+		}
+	}
+	if prev == nil || prev.HostStore == "" {
+		return nil
+	}
+	takes := func(n *Node) bool {
+		return now.Sub(n.HeartbeatAt) <= NodeStaleAfter && !n.Draining && n.Runs(ask.Provider) && n.Free() != 0
+	}
+	if takes(prev) {
+		return prev
+	}
+	var best *Node
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Name != prev.Name && n.SharesHostStore(*prev) && takes(n) && (best == nil || better(n, best)) {
+			best = n
+		}
+	}
+	return best
+}
+
 func better(a, b *Node) bool {
 	fa, fb := a.Free(), b.Free()
 	switch {

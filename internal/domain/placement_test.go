@@ -194,3 +194,53 @@ func TestASandboxedRoomWaitingForItsNodeSaysWhatTheNodeHolds(t *testing.T) {
 		t.Fatalf("host-native placed %+v", got)
 	}
 }
+
+// A session whose state is all in its host root follows that root: on its own node while it
+// can take it, else on a node that shares the host store, else it waits for its node.
+func TestAMovableRoomRunsOnANodeSharingItsHostStoreWhileItsNodeCannotTakeIt(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	live, stale := now.Add(-time.Second), now.Add(-NodeStaleAfter-time.Second)
+	node := func(name, store string, runtimes int, beat time.Time, draining bool) Node {
+		return Node{Name: name, HostStore: store, HeartbeatAt: beat, Adapters: []Provider{ProviderClaude}, Runtimes: runtimes,
+			MaxRuntimes: 3, Draining: draining}
+	}
+	cases := []struct {
+		name    string
+		nodes   []Node
+		movable bool
+		want    string
+		waiting string
+	}{
+		{"stays on its live node", []Node{node("a", "s", 2, live, false), node("b", "s", 0, live, false)}, true, "a", ""},
+		{"moves off its stale node to a sharing one", []Node{node("a", "s", 0, stale, false), node("b", "t", 0, live, false),
+			node("c", "s", 2, live, false), node("d", "s", 1, live, false)}, true, "d", ""},
+		{"moves off its draining node", []Node{node("a", "s", 0, live, true), node("b", "s", 1, live, false)}, true, "b", ""},
+		{"moves off its full node", []Node{node("a", "s", 3, live, false), node("b", "s", 1, live, false)}, true, "b", ""},
+		{"never to a node of another store", []Node{node("a", "s", 0, stale, false), node("b", "t", 0, live, false)}, true, "", "is not live"},
+		{"never to a full or draining sharer", []Node{node("a", "s", 0, stale, false), node("b", "s", 3, live, false),
+			node("c", "s", 0, live, true)}, true, "", "shares its host store"},
+		{"an unknown store moves nowhere", []Node{node("a", "", 0, stale, false), node("b", "", 0, live, false)}, true, "", "is not live"},
+		{"state outside the host root moves nowhere", []Node{node("a", "s", 0, stale, false), node("b", "s", 0, live, false)}, false, "", "is not live"},
+		{"a draining node keeps what cannot move", []Node{node("a", "s", 0, live, true), node("b", "s", 0, live, false)}, false, "a", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ask := PlacementAsk{Previous: "a", Pinned: true, Movable: c.movable, Provider: ProviderClaude}
+			got := Place(c.nodes, now, ask)
+			if got.Node != c.want {
+				t.Fatalf("placed on %q (%s), want %q", got.Node, got.Waiting, c.want)
+			}
+			if c.want == "" && !strings.Contains(got.Waiting, c.waiting) {
+				t.Fatalf("waiting %q, want it to say %q", got.Waiting, c.waiting)
+			}
+			if c.want != "" && !StillPlaces(c.nodes, now, ask, c.want) {
+				t.Fatalf("%s no longer places where Place put it", c.want)
+			}
+		})
+	}
+	// A pinned session takes no slack: another sharer is not as good as the one Place chose.
+	nodes := []Node{node("a", "s", 0, stale, false), node("b", "s", 0, live, false), node("c", "s", 1, live, false)}
+	if StillPlaces(nodes, now, PlacementAsk{Previous: "a", Pinned: true, Movable: true, Provider: ProviderClaude}, "c") {
+		t.Fatal("a moving session re-checked onto a node Place would not choose")
+	}
+}

@@ -182,6 +182,10 @@ const (
 	RuntimeExitedTurn RuntimeExitReason = "exited_during_turn"
 	// RuntimeStoppedWithWorker: the node's worker stopped and tore its runtimes down.
 	RuntimeStoppedWithWorker RuntimeExitReason = "stopped_with_worker"
+	// RuntimeFenced: the node lost its store for long enough that another node sharing its
+	// host store may run the room, so its worker tore the runtime down.
+	RuntimeFenced RuntimeExitReason = "fenced"
 )
 
-var RuntimeExitReasons = NewEnum("runtime_exit_reason", RuntimeExitedIdle, RuntimeExitedTurn, RuntimeStoppedWithWorker)
+var RuntimeExitReasons = NewEnum("runtime_exit_reason", RuntimeExitedIdle, RuntimeExitedTurn, RuntimeStoppedWithWorker,
+	RuntimeFenced)

@@ -43,6 +43,15 @@ type SandboxConfig struct {
 	Files []string `json:"files,omitempty"`
 }
 
+// DirectHostPath is the operator's directory a host-native runtime works in ("" when its
+// workspace is the managed one in its host root).
+func (c SandboxConfig) DirectHostPath() string {
+	if c.WorkspaceSource == WorkspaceDirectHost {
+		return c.HostPath
+	}
+	return ""
+}
+
 // Template limits.
 const (
 	MaxTemplateArgs    = 64

@@ -27,13 +27,14 @@ type nodeRow struct {
 	Runtimes    int       `db:"runtimes"`
 	Sandbox     string    `db:"sandbox"`
 	CLIs        string    `db:"clis"`
+	HostStore   string    `db:"host_store"`
 }
 
 func (r nodeRow) domain() domain.Node {
 	n := domain.Node{
 		Name: r.Name, Hostname: r.Hostname, PID: r.PID, Version: r.Version, DataDir: r.DataDir,
 		StartedAt: utc(r.StartedAt), HeartbeatAt: utc(r.HeartbeatAt), MaxRuntimes: r.MaxRuntimes, Draining: r.Draining,
-		Runtimes: r.Runtimes, Sandbox: domain.SandboxSupport(r.Sandbox),
+		Runtimes: r.Runtimes, Sandbox: domain.SandboxSupport(r.Sandbox), HostStore: r.HostStore,
 	}
 	// A row a worker wrote is valid JSON; anything else reads as "runs nothing known".
 	_ = json.Unmarshal([]byte(r.Adapters), &n.Adapters)
@@ -95,14 +96,14 @@ func (q *Q) RegisterNode(ctx context.Context, n domain.Node) (domain.Node, error
 			adapters = []byte("[]")
 		}
 		_, err = q.exec(ctx, `
-INSERT INTO nodes (name, hostname, pid, version, data_dir, started_at, heartbeat_at, adapters, max_runtimes, sandbox, clis)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '')
+INSERT INTO nodes (name, hostname, pid, version, data_dir, started_at, heartbeat_at, adapters, max_runtimes, sandbox, clis, host_store)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?)
 ON CONFLICT (name) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid,
     version = excluded.version, data_dir = excluded.data_dir, started_at = excluded.started_at,
     heartbeat_at = excluded.heartbeat_at, adapters = excluded.adapters, max_runtimes = excluded.max_runtimes,
-    sandbox = excluded.sandbox, clis = excluded.clis`,
+    sandbox = excluded.sandbox, clis = excluded.clis, host_store = excluded.host_store`,
 			n.Name, n.Hostname, n.PID, n.Version, n.DataDir, n.StartedAt, n.HeartbeatAt, string(adapters), n.MaxRuntimes,
-			string(n.Sandbox))
+			string(n.Sandbox), n.HostStore)
 		return err
 	})
 	if err != nil {

@@ -179,6 +179,42 @@ func TestHostNativeWakesGoToTheNodeWithTheProviderCLI(t *testing.T) {
 	})
 }
 
+// A room whose state is all in its host root follows the host store: the nodes record the
+// store they reach, and a wake whose node drained goes to the node sharing that store, never
+// to one that merely has room.
+func TestAMovableWakeGoesToTheNodeSharingItsHostStore(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		for name, hosts := range map[string]string{"n1": "id-1:/shared", "n2": "id-2:/elsewhere", "n3": "id-1:/shared"} {
+			if _, err := s.RegisterNode(ctx, domain.Node{Name: name, Hostname: name, PID: 1, DataDir: "/" + name,
+				Adapters: []domain.Provider{domain.ProviderClaude}, MaxRuntimes: 5, HostStore: hosts}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := s.GetNode(ctx, "n3"); err != nil || n.HostStore != "id-1:/shared" {
+			t.Fatalf("n3 %+v %v", n, err)
+		}
+		session := uuid.New()
+		ask := domain.PlacementAsk{Previous: "n1", Pinned: true, Movable: true, Provider: domain.ProviderClaude}
+		if pl, err := s.PlaceRuntime(ctx, session, ask); err != nil || pl.Node != "n1" {
+			t.Fatalf("placed %+v %v, want its own n1", pl, err)
+		}
+		// n3 carries two runtimes, n2 none: n2 has more room but not the room's files.
+		for range 2 {
+			if pl, err := s.PlaceRuntime(ctx, uuid.New(), domain.PlacementAsk{Previous: "n3", Pinned: true, Provider: domain.ProviderClaude}); err != nil || pl.Node != "n3" {
+				t.Fatalf("filler placed %+v %v", pl, err)
+			}
+		}
+		if _, err := s.SetNodeDraining(ctx, "n1", true); err != nil {
+			t.Fatal(err)
+		}
+		if pl, err := s.PlaceRuntime(ctx, session, ask); err != nil || pl.Node != "n3" {
+			t.Fatalf("placed %+v %v after n1 drained, want n3 (shares its host store)", pl, err)
+		}
+	})
+}
+
 // Wakes at the same instant spread over the nodes as if placed one at a time: each takes the
 // node with the most free capacity given the slots the others took, not the emptiest node
 // of a read they all made before any of them took a slot.
