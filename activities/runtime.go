@@ -352,8 +352,8 @@ func envLookup(env []string) func(string) string {
 // DirectHost workspace, else the session's managed workspace. Until host allocation exists
 // a host-native session is its own Dedicated host (host id = runtime session id).
 func (r *Runtimes) workspace(hs domain.HostSession) (string, error) {
-	if hs.Config.Sandbox.WorkspaceSource == domain.WorkspaceDirectHost && hs.Config.Sandbox.HostPath != "" {
-		return hs.Config.Sandbox.HostPath, nil
+	if dir := hs.Config.Sandbox.DirectHostPath(); dir != "" {
+		return dir, nil
 	}
 	dir := r.Layout.SessionWorkspace(hs.RuntimeSessionID, hs.RuntimeSessionID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {

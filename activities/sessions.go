@@ -143,6 +143,9 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 		// A host-native runtime that ran on a node left its workspace and provider state there.
 		ask := domain.PlacementAsk{Previous: in.PreviousNode, Pinned: !out.Sandboxed, Provider: row.Provider,
 			Sandboxed: out.Sandboxed}
+		// Where its managed workspace and the provider's state are both in its host root, a
+		// node sharing that node's host store reaches them as well.
+		ask.Movable = !out.Sandboxed && row.SessionState && hs.Config.Sandbox.DirectHostPath() == ""
 		// It resolves the catalog command on its node unless the template names its own
 		// executable; a sandboxed one runs the CLI of its image.
 		if !out.Sandboxed && hs.Config.Command == "" {

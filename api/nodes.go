@@ -48,6 +48,9 @@ type NodeBody struct {
 	// worker` at its start, or POST /v1/nodes/{name}/probe); null until then. Host-native
 	// runtimes are placed only on nodes whose CLI has no problem (or not probed yet).
 	CLIs []domain.NodeCLI `json:"clis"`
+	// HostStore is the directory of the node's runtime-host roots as "<id>:<path>"; nodes with
+	// the same one share them (jam worker --host-store).
+	HostStore string `json:"host_store,omitempty"`
 }
 
 // NodeList is the body of GET /v1/nodes.
@@ -73,7 +76,7 @@ func nodeBody(n domain.Node, now time.Time) NodeBody {
 		TaskQueue: contract.NodeTaskQueue(n.Name), StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt,
 		HeartbeatAgeSeconds: max(0, age.Round(time.Millisecond).Seconds()), Stale: age > domain.NodeStaleAfter,
 		State: n.State(now), Runtimes: n.Runtimes, MaxRuntimes: n.MaxRuntimes, Draining: n.Draining, Adapters: adapters,
-		Sandbox: n.Sandbox, CLIs: n.CLIs,
+		Sandbox: n.Sandbox, CLIs: n.CLIs, HostStore: n.HostStore,
 	}
 }
 

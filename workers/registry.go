@@ -375,11 +375,15 @@ func (r *RuntimeRegistry) Close(ctx context.Context) {
 	}
 }
 
-// Shutdown tears every runtime down (BeforeStop), refuses new ones, and finally kills any
-// process group still tracked, so a stopping worker leaves no child behind.
-func (r *RuntimeRegistry) Shutdown(ctx context.Context) {
+// Fence tears every runtime down (BeforeStop) and keeps taking new ones: the node lost its
+// store long enough that a node sharing its host store may run the same rooms on the same
+// files. It returns how many it tore down.
+func (r *RuntimeRegistry) Fence(ctx context.Context) int {
+	return r.teardownAll(ctx, domain.RuntimeFenced)
+}
+
+func (r *RuntimeRegistry) teardownAll(ctx context.Context, reason domain.RuntimeExitReason) int {
 	r.mu.Lock()
-	r.closed = true
 	live := make(map[uuid.UUID]int64, len(r.runtimes))
 	for s, e := range r.runtimes {
 		live[s] = e.generation
@@ -387,17 +391,25 @@ func (r *RuntimeRegistry) Shutdown(ctx context.Context) {
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for s, gen := range live {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := r.Teardown(ctx, s, domain.CheckpointBeforeStop); err != nil {
-				r.log.Warn("runtime teardown at shutdown failed", "runtime_session", s, "error", err)
+				r.log.Warn("runtime teardown failed", "runtime_session", s, "reason", reason, "error", err)
 			}
 			// Its RoomSession must not go on believing it is live.
-			r.onExit(RuntimeExit{RuntimeSession: s, Generation: gen, Reason: domain.RuntimeStoppedWithWorker})
-		}()
+			r.onExit(RuntimeExit{RuntimeSession: s, Generation: gen, Reason: reason})
+		})
 	}
 	wg.Wait()
+	return len(live)
+}
+
+// Shutdown tears every runtime down (BeforeStop), refuses new ones, and finally kills any
+// process group still tracked, so a stopping worker leaves no child behind.
+func (r *RuntimeRegistry) Shutdown(ctx context.Context) {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.teardownAll(ctx, domain.RuntimeStoppedWithWorker)
 	r.mu.Lock()
 	groups := make([]int, 0, len(r.groups))
 	for g := range r.groups {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,6 +31,7 @@ import (
 	"github.com/jam-dev/jam/internal/roomctl"
 	"github.com/jam-dev/jam/internal/sandbox"
 	"github.com/jam-dev/jam/internal/store"
+	"github.com/jam-dev/jam/internal/workspace"
 	"github.com/jam-dev/jam/workflows"
 )
 
@@ -79,6 +81,12 @@ type Config struct {
 	ProbeCLIs bool
 	// HeartbeatInterval is how often the node row is refreshed (domain.NodeHeartbeatInterval).
 	HeartbeatInterval time.Duration
+	// HostStore is the directory of the node's runtime-host roots when it is not the data
+	// directory's own: a shared filesystem other nodes mount at the same path, so rooms whose
+	// state is all in their host root can run on any of them. A node with one fences itself:
+	// once it could not heartbeat for FenceAfter it tears its runtimes down, as another node
+	// may by then run their rooms on the same files.
+	HostStore string
 	// Register, when set, adds registrations to the shared and the node worker (tests use it
 	// to run their own activities through the real workers).
 	Register func(shared, node worker.Registry)
@@ -113,6 +121,8 @@ type Workers struct {
 	sandboxDone  chan struct{}
 	clisDone     chan struct{}
 	registered   chan struct{} // the heartbeat registered the node again
+	lastBeat     atomic.Int64  // unix nanoseconds of the last heartbeat recorded
+	fenceDone    chan struct{}
 	stopOnce     sync.Once
 	fatal        chan error
 	runtimes     *RuntimeRegistry
@@ -137,10 +147,15 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	if cfg.Factories == nil {
 		cfg.Factories = DefaultFactories()
 	}
+	layout := domain.Layout{Root: cfg.DataDir, Hosts: cfg.HostStore}
+	hostStore, err := workspace.HostStoreIdentity(layout.HostStore())
+	if err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
 	node, err := cfg.Store.RegisterNode(ctx, domain.Node{
 		Name: cfg.Node, Hostname: host, PID: os.Getpid(), Version: cfg.Version, DataDir: cfg.DataDir,
-		Adapters: slices.Sorted(maps.Keys(cfg.Factories)), MaxRuntimes: cfg.MaxRuntimes,
+		Adapters: slices.Sorted(maps.Keys(cfg.Factories)), MaxRuntimes: cfg.MaxRuntimes, HostStore: hostStore,
 	})
 	if err != nil {
 		return nil, err
@@ -151,7 +166,6 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	if err := cfg.Store.ClearNodePlacements(ctx, cfg.Node, node.StartedAt); err != nil {
 		return nil, err
 	}
-	layout := domain.Layout{Root: cfg.DataDir}
 	records, err := startProcessGroups(ctx, layout.ProcessGroupsDir(cfg.Node), cfg.Logger.With("component", "process-groups"))
 	if err != nil {
 		return nil, err
@@ -231,7 +245,10 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 
 	beatCtx, cancel := context.WithCancel(context.Background())
 	w.stopBeat, w.beatDone = cancel, make(chan struct{})
+	w.lastBeat.Store(time.Now().UnixNano()) // registered just now
 	go w.heartbeat(beatCtx, cfg, node)
+	w.fenceDone = make(chan struct{})
+	go w.fence(beatCtx, cfg, FenceAfter)
 	w.sandboxDone = make(chan struct{})
 	go w.probeSandbox(beatCtx, cfg, sbx)
 	w.clisDone = make(chan struct{})
@@ -323,6 +340,7 @@ func (w *Workers) Stop() {
 		cancel()
 		w.stopBeat()
 		<-w.beatDone
+		<-w.fenceDone
 		<-w.sandboxDone
 		<-w.clisDone
 		w.mcp.close()
@@ -381,25 +399,65 @@ func (w *Workers) heartbeat(ctx context.Context, cfg Config, node domain.Node) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			err := cfg.Store.HeartbeatNode(ctx, node)
+			// Bounded: a store that stopped answering must not hold the loop past the fence.
+			bctx, cancel := context.WithTimeout(ctx, cfg.HeartbeatInterval)
+			err := cfg.Store.HeartbeatNode(bctx, node)
 			if errors.Is(err, store.ErrNotFound) {
 				// The row is gone (an operator cleaned the table) or no longer ours.
-				if _, err = cfg.Store.RegisterNode(ctx, node); err == nil {
+				if _, err = cfg.Store.RegisterNode(bctx, node); err == nil {
 					select { // the new row is unprobed: probe the CLIs again
 					case w.registered <- struct{}{}:
 					default:
 					}
 				}
 			}
+			cancel()
 			if errors.Is(err, store.ErrNodeTaken) {
 				cfg.Logger.Error("another worker serves this node name; this one stops", "node", cfg.Node, "error", err)
 				w.fatal <- err
 				return
 			}
+			if err == nil {
+				w.lastBeat.Store(time.Now().UnixNano())
+			}
 			if err != nil && ctx.Err() == nil {
 				cfg.Logger.Warn("node heartbeat failed", "node", cfg.Node, "error", err)
 			}
 		}
+	}
+}
+
+// FenceAfter is how long a node with a shared host store goes without a recorded heartbeat
+// before it tears its runtimes down: one heartbeat interval before others see it stale
+// (domain.NodeStaleAfter) and may start its rooms on the same files.
+const FenceAfter = domain.NodeStaleAfter - domain.NodeHeartbeatInterval
+
+// fence tears the node's runtimes down whenever its last recorded heartbeat is older than
+// after (once per outage), when its host store is shared. The heartbeat's own clock is the
+// database's; this one is the worker's, which is later than the database's by the write's
+// latency, so the fence comes at the latest as early as FenceAfter says.
+func (w *Workers) fence(ctx context.Context, cfg Config, after time.Duration) {
+	defer close(w.fenceDone)
+	if cfg.HostStore == "" {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	fenced := int64(0) // the heartbeat the last fence was for
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		last := w.lastBeat.Load()
+		if last == fenced || time.Since(time.Unix(0, last)) < after {
+			continue
+		}
+		fenced = last
+		n := w.runtimes.Fence(ctx)
+		cfg.Logger.Error("no heartbeat recorded for too long: another node sharing the host store may run this node's rooms, so its runtimes were torn down",
+			"node", cfg.Node, "host_store", cfg.HostStore, "last_heartbeat", time.Unix(0, last).UTC(), "runtimes", n)
 	}
 }
 

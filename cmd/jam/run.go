@@ -159,7 +159,14 @@ name serves the same queue.
 
 Wakes place a room's runtime on the live node with the most free capacity (--max-runtimes);
 a host-native room stays on the node whose disk holds its workspace. ` + "`jam node drain`" + ` stops
-new runtimes landing on a node.`,
+new runtimes landing on a node.
+
+--host-store puts the node's runtime-host roots (workspaces, provider state, checkpoints) in
+a directory of a shared filesystem instead of the data directory. Nodes that mount the same
+store at the same path share it: a host-native room whose provider keeps its state in its
+host root (Claude Code) then runs on another of them when its node is stale, draining or
+full, on the same provider session. Such a node tears its runtimes down when it could not
+heartbeat for 10 s, before the others may take its rooms.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			finish(&o, g, cmd)
@@ -169,5 +176,7 @@ new runtimes landing on a node.`,
 	addProductionFlags(cmd.Flags(), &o)
 	addNodeFlag(cmd.Flags(), &o)
 	addMaxRuntimesFlag(cmd.Flags(), &o, -1, "live runtimes this node carries at most (-1: one per 256 MiB of memory, at most 32 per core; 0: no limit)")
+	cmd.Flags().StringVar(&o.HostStore, "host-store", "", "directory of runtime-host roots shared with other nodes, mounted at the same path on each (default: runtime-hosts in the data directory, this node's own)")
+	bindEnv(cmd.Flags(), "host-store", "JAM_HOST_STORE")
 	return cmd
 }

@@ -52,6 +52,9 @@ type Options struct {
 	// MaxRuntimes is how many live runtimes this node's worker carries at most: 0 no limit,
 	// -1 from the machine (domain.DefaultMaxRuntimes).
 	MaxRuntimes int
+	// HostStore is the directory of the worker's runtime-host roots when not the data
+	// directory's own (jam worker --host-store): a shared filesystem nodes mount at one path.
+	HostStore string
 	// Sbx is the `sbx` executable (--sbx / JAM_SBX); "" resolves sbx on PATH.
 	Sbx       string
 	Ephemeral bool
@@ -285,6 +288,6 @@ func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Sto
 		Logger: o.Logger.With("component", "worker"), Env: we.env, Lifecycle: we.lifecycle,
 		PermissionTimeout: we.permission, Pause: we.pause, MCP: we.mcp, QuestionTimeout: we.question,
 		Factories: we.factories, Fail: we.fail, MaxRuntimes: maxRuntimes(o.MaxRuntimes),
-		WorkflowCacheSize: we.workflowCache, ProbeCLIs: probeCLIs,
+		WorkflowCacheSize: we.workflowCache, ProbeCLIs: probeCLIs, HostStore: o.HostStore,
 	})
 }
