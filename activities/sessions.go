@@ -139,18 +139,7 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 	}
 	// Only a session that will wake needs a node: a dormant registration reads no nodes.
 	if !out.Removed && !out.AgentStopped && (out.Backlog > 0 || !out.Lazy || in.WantLive) {
-		row, _ := domain.LookupTransport(hs.Config.Transport)
-		// A host-native runtime that ran on a node left its workspace and provider state there.
-		ask := domain.PlacementAsk{Previous: in.PreviousNode, Pinned: !out.Sandboxed, Provider: row.Provider,
-			Sandboxed: out.Sandboxed}
-		// Where its managed workspace and the provider's state are both in its host root, a
-		// node sharing that node's host store reaches them as well.
-		ask.Movable = !out.Sandboxed && row.SessionState && hs.Config.Sandbox.DirectHostPath() == ""
-		// It resolves the catalog command on its node unless the template names its own
-		// executable; a sandboxed one runs the CLI of its image.
-		if !out.Sandboxed && hs.Config.Command == "" {
-			ask.Command = row.Command
-		}
+		ask := placementAsk(hs.Config, in.PreviousNode)
 		if out.Sandboxed {
 			// A sandboxed session whose host has a node runs there: the sandbox, the host's
 			// workspace and checkpoints are on that node's disk (a new member of a Shared host
@@ -171,6 +160,24 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 		out.Node, out.NoAdapter, out.Waiting = pl.Node, pl.NoAdapter, pl.Waiting
 	}
 	return out, nil
+}
+
+// placementAsk is what a wake of a session configured c asks of placement, previous being
+// the node its runtime last ran on.
+func placementAsk(c domain.TemplateConfig, previous string) domain.PlacementAsk {
+	row, _ := domain.LookupTransport(c.Transport)
+	sandboxed := c.Sandbox.Enabled
+	// A host-native runtime that ran on a node left its workspace and provider state there.
+	ask := domain.PlacementAsk{Previous: previous, Pinned: !sandboxed, Provider: row.Provider, Sandboxed: sandboxed}
+	// Where its managed workspace and the provider's state are both in its host root, a node
+	// sharing that node's host store reaches them as well.
+	ask.Movable = !sandboxed && row.SessionState && c.Sandbox.DirectHostPath() == ""
+	// It resolves the catalog command on its node unless the template names its own
+	// executable; a sandboxed one runs the CLI of its image.
+	if !sandboxed && c.Command == "" {
+		ask.Command = row.Command
+	}
+	return ask
 }
 
 // idleSecs is the idle-reap threshold: JAM_OWNED_RUNTIME_IDLE_SECS, else the template's
@@ -232,6 +239,9 @@ type BacklogReport struct {
 	StaleNodes []string `json:"stale_nodes"`
 	// Retry sessions failed for want of an adapter that a live node now has.
 	Retry []uuid.UUID `json:"retry,omitempty"`
+	// Move sessions run on a draining node and can run on another that shares its host
+	// store: they leave at their next turn boundary (contract.SignalMove).
+	Move []uuid.UUID `json:"move,omitempty"`
 }
 
 // ReconcileLimit bounds the sessions one Reconcile run pokes.
@@ -269,6 +279,37 @@ func (s *Sessions) FindBacklog(ctx context.Context) (BacklogReport, error) {
 		row, _ := domain.LookupTransport(hs.Config.Transport)
 		if slices.ContainsFunc(live, func(n domain.Node) bool { return n.Runs(row.Provider) }) {
 			out.Retry = append(out.Retry, hs.RuntimeSessionID)
+		}
+	}
+	if out.Move, err = s.movable(ctx, nodes, now); err != nil {
+		return BacklogReport{}, err
+	}
+	return out, nil
+}
+
+// movable lists the live runtimes on draining nodes that placement would now put on another
+// node (one sharing the host store their state is in).
+func (s *Sessions) movable(ctx context.Context, nodes []domain.Node, now time.Time) ([]uuid.UUID, error) {
+	placed, err := s.Store.RuntimesOnDrainingNodes(ctx, ReconcileLimit)
+	if err != nil {
+		return nil, err
+	}
+	var out []uuid.UUID
+	for _, p := range placed {
+		hs, err := s.Store.GetHostSession(ctx, p.RuntimeSession)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		ask := placementAsk(hs.Config, p.Node)
+		if !ask.Movable || hs.Removed {
+			continue
+		}
+		// Its own slot is on the draining node, so the others' counts are as a wake sees them.
+		if pl := domain.Place(nodes, now, ask); pl.Node != "" && pl.Node != p.Node {
+			out = append(out, p.RuntimeSession)
 		}
 	}
 	return out, nil

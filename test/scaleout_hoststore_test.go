@@ -15,10 +15,10 @@ import (
 
 // The production shape with two `jam worker` nodes whose runtime-host roots are one shared
 // directory (--host-store, as a shared filesystem mounted at the same path): a host-native
-// Claude Code room, whose workspace and Claude session are in its host root, moves off a
-// drained node once reaped and answers on the other on the same Claude session; when that
-// node's worker is SIGKILLed, the room's next message is answered by the first node within
-// 45 s of the kill, exactly once, on the same Claude session.
+// Claude Code room (keep-alive, so never reaped), whose workspace and Claude session are in
+// its host root, leaves a drained node between turns and answers on the other on the same
+// Claude session; when that node's worker is SIGKILLed, the room's next message is answered
+// by the first node within 45 s of the kill, exactly once, on the same Claude session.
 func TestAHostNativeRoomMovesToANodeSharingItsHostStoreOnDrainAndWhenItsNodeDies(t *testing.T) {
 	realagent.Require(t, "claude")
 	model := codexModel(t)
@@ -28,8 +28,7 @@ func TestAHostNativeRoomMovesToANodeSharingItsHostStoreOnDrainAndWhenItsNodeDies
 	nodes := map[string]*fleetNode{}
 	for _, name := range []string{"h1", "h2"} {
 		n := &fleetNode{name: name, home: t.TempDir(), state: t.TempDir(), args: []string{"--host-store", shared},
-			env: []string{"ANTHROPIC_BASE_URL=" + model.URL, "ANTHROPIC_API_KEY=x", "JAM_OWNED_RUNTIME_IDLE_SECS=4",
-				"JAM_RECONCILE_INTERVAL_SECS=2"}}
+			env: []string{"ANTHROPIC_BASE_URL=" + model.URL, "ANTHROPIC_API_KEY=x", "JAM_RECONCILE_INTERVAL_SECS=2"}}
 		n.start(t, p)
 		nodes[name] = n
 	}
@@ -45,7 +44,8 @@ func TestAHostNativeRoomMovesToANodeSharingItsHostStoreOnDrainAndWhenItsNodeDies
 	}, "two live nodes sharing one host store")
 	other := map[string]string{"h1": "h2", "h2": "h1"}
 
-	agent := codexAgent(t, c, "claude", claudeTemplate(domain.IdleAllow))
+	// The catalog's keep-alive for Claude: no idle reap, so only the move makes it leave.
+	agent := codexAgent(t, c, "claude", claudeTemplate(""))
 	room, session := roomWith(t, c, "lab", agent)
 	awaitReply(t, c, postText(t, c, room.ID, "hello"), 2*time.Minute)
 	s := getSession(t, c, session)
@@ -54,11 +54,12 @@ func TestAHostNativeRoomMovesToANodeSharingItsHostStoreOnDrainAndWhenItsNodeDies
 		t.Fatalf("after the first answer: %+v", s)
 	}
 
-	// Drain its node: once reaped, the room's next wake goes to the other node, which
-	// reaches its files, and resumes the same Claude session.
+	// Drain its node: Reconcile tells the room it can move, its runtime stops between turns,
+	// and its next wake goes to the other node, which reaches its files and resumes the same
+	// Claude session.
 	must(t, c.Do(context.Background(), http.MethodPost, "/v1/nodes/"+first+"/drain", map[string]string{}, nil))
 	wait.Eventually(t, time.Minute, func() bool { return getSession(t, c, session).Presence == domain.PresenceDormant },
-		"the idle runtime on the drained node to be reaped")
+		"the keep-alive runtime to leave the drained node")
 	m := postText(t, c, room.ID, "still there?")
 	awaitReply(t, c, m, 2*time.Minute)
 	s = getSession(t, c, session)

@@ -33,6 +33,9 @@ type ReconcileReport = contract.ReconcileReport
 // versionReconcileRetry gates telling failed sessions that a node gained their adapter.
 const versionReconcileRetry = "reconcile-retry-adapters"
 
+// versionReconcileMove gates telling sessions on draining nodes that they can move.
+const versionReconcileMove = "reconcile-move-off-draining"
+
 // Reconcile heals lost pokes: every room session whose room has unsettled messages while its
 // agent wants to run is poked (a live session runs a turn; a dormant one wakes). It changes
 // no record itself; what it found is its result, visible in the Temporal UI.
@@ -85,6 +88,18 @@ func Reconcile(ctx workflow.Context) (ReconcileReport, error) {
 		for _, f := range futures {
 			if f.Get(ctx, nil) == nil {
 				rep.Retried++
+			}
+		}
+	}
+	if len(found.Move) > 0 && workflow.GetVersion(ctx, versionReconcileMove, workflow.DefaultVersion, 1) >= 1 {
+		move := found.Move[:min(len(found.Move), maxPokesPerRun)]
+		futures := make([]workflow.Future, len(move))
+		for i, id := range move {
+			futures[i] = workflow.SignalExternalWorkflow(ctx, contract.RoomSessionID(id), "", contract.SignalMove, nil)
+		}
+		for _, f := range futures {
+			if f.Get(ctx, nil) == nil {
+				rep.Moved++
 			}
 		}
 	}

@@ -25,6 +25,11 @@ var (
 	// live worker polls its queue all the time, so a longer wait means it died, and the
 	// session should learn that (and place again) before the node is even marked stale.
 	nodeScheduleToStart = 20 * time.Second
+	// silentNodeTeardown bounds the teardown asked of a node whose worker did not take the
+	// session's turn within nodeScheduleToStart: waiting as long again would only delay the
+	// next wake, which may place the room on another node once this one is stale. A worker
+	// that comes back reaps what it left; one that lost its store fences itself.
+	silentNodeTeardown = 2 * time.Second
 	// maxCrashRetries is how many times in a row a crashed turn is retried without a new poke.
 	maxCrashRetries = 3
 	// maxTurnsPerRun continues the workflow as new after this many turns even if Temporal
@@ -51,14 +56,16 @@ type roomSession struct {
 	actions []*action
 	exits   []contract.RuntimeExitedSignal
 	retries []contract.RetrySignal
+	// moves counts SignalMove requests not yet acted on.
+	moves int
 	// runTurns counts this run's turns, for continue-as-new.
 	runTurns int64
 	// turnStarted is when the running turn began (for the Web UI's details).
-	turnStarted            time.Time
-	inbound, exited, retry workflow.ReceiveChannel
-	sess                   *activities.Sessions
-	hosts                  *activities.Hosts
-	rt                     *activities.Runtimes
+	turnStarted                  time.Time
+	inbound, exited, retry, move workflow.ReceiveChannel
+	sess                         *activities.Sessions
+	hosts                        *activities.Hosts
+	rt                           *activities.Runtimes
 	// candidate is the configuration generation the next prepare starts (0: the effective
 	// one); set only while an apply runs.
 	candidate int64
@@ -104,6 +111,13 @@ func RoomSession(ctx workflow.Context, in contract.RoomSessionInput) error {
 			r.retryStart(ctx, rs.Reason)
 			continue
 		}
+		if r.moves > 0 {
+			// Only a session Reconcile asked ever takes this branch: no recorded history
+			// reaches it, so it needs no version gate.
+			r.moves = 0
+			r.leaveDrainingNode(ctx)
+			continue
+		}
 		if r.s.Phase == domain.PhaseRetired {
 			if r.s.Pokes > 0 {
 				r.s.Pokes = 0
@@ -126,7 +140,19 @@ func RoomSession(ctx workflow.Context, in contract.RoomSessionInput) error {
 }
 
 func (r *roomSession) ready() bool {
-	return len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 || r.s.Pokes > 0
+	return len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 || r.moves > 0 || r.s.Pokes > 0
+}
+
+// leaveDrainingNode stops a live runtime between turns so that its next wake places it
+// again: its node is draining and Reconcile found a node sharing its host store that can
+// take it (the wake's placement decides again; at worst it comes back to the same node).
+func (r *roomSession) leaveDrainingNode(ctx workflow.Context) {
+	if r.s.Phase != domain.PhaseLive {
+		return
+	}
+	workflow.GetLogger(ctx).Info("runtime leaves its draining node", "runtime_session", r.in.RuntimeSession, "node", r.s.Node)
+	r.teardown(ctx, domain.CheckpointBeforeStop)
+	r.s.Pokes++ // messages waiting wake it on the node placement now chooses
 }
 
 // wait blocks until there is something to do; a live, reapable runtime is torn down when
@@ -163,6 +189,7 @@ func (r *roomSession) register(ctx workflow.Context) error {
 	r.inbound = workflow.GetSignalChannel(ctx, contract.SignalInbound)
 	r.exited = workflow.GetSignalChannel(ctx, contract.SignalRuntimeExited)
 	r.retry = workflow.GetSignalChannel(ctx, contract.SignalRetry)
+	r.move = workflow.GetSignalChannel(ctx, contract.SignalMove)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(r.inbound, func(c workflow.ReceiveChannel, _ bool) {
@@ -178,6 +205,10 @@ func (r *roomSession) register(ctx workflow.Context) error {
 			var rs contract.RetrySignal
 			c.Receive(ctx, &rs)
 			r.retries = append(r.retries, rs)
+		})
+		sel.AddReceive(r.move, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			r.moves++
 		})
 		for {
 			sel.Select(ctx)
@@ -604,7 +635,12 @@ func (r *roomSession) turn(ctx workflow.Context) {
 		// The runtime or its worker is gone. Make sure nothing is left on the node (a
 		// restarted worker has nothing; a hung one is reaped), then wake again.
 		r.s.LastError = "runtime lost during a turn: " + errorText(err)
-		r.teardown(ctx, domain.CheckpointBeforeStop)
+		wait := nodeScheduleToStart
+		if errors.As(err, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+			// Only the activity's timeout changes: the command sequence stays as recorded.
+			wait = silentNodeTeardown
+		}
+		r.teardownWithin(ctx, domain.CheckpointBeforeStop, wait)
 		r.s.Crashed = true
 		r.s.Crashes++
 		if r.s.Crashes <= maxCrashRetries {
@@ -632,6 +668,11 @@ func (r *roomSession) interrupt(ctx workflow.Context) {
 // keeps failing is retried for a bounded time; after that the session is still dormant and
 // wakeable (the node's registry keeps tracking the child it could not stop).
 func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointReason) {
+	r.teardownWithin(ctx, reason, nodeScheduleToStart)
+}
+
+// teardownWithin is teardown whose node activity waits at most pickup for the node's worker.
+func (r *roomSession) teardownWithin(ctx workflow.Context, reason domain.CheckpointReason, pickup time.Duration) {
 	if r.s.Phase != domain.PhaseLive && r.s.Phase != domain.PhaseStarting && !r.s.Crashed {
 		r.releaseFor(ctx, reason)
 		return
@@ -643,6 +684,7 @@ func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointRea
 	}
 	r.s.Phase = domain.PhaseStopping
 	actx := r.nodeCtx(ctx, workflow.ActivityOptions{
+		ScheduleToStartTimeout: pickup,
 		StartToCloseTimeout:    60 * time.Second,
 		ScheduleToCloseTimeout: 5 * time.Minute,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 30 * time.Second},

@@ -235,4 +235,7 @@ type ReconcileReport struct {
 	StaleNodes []string `json:"stale_nodes,omitempty"`
 	// Retried sessions had failed for want of an adapter a live node now has.
 	Retried int `json:"retried,omitempty"`
+	// Moved sessions ran on a draining node that a node sharing their host store can relieve;
+	// each was told to leave at its next turn boundary.
+	Moved int `json:"moved,omitempty"`
 }

@@ -16,6 +16,11 @@ const (
 	QueryState = "state"
 )
 
+// SignalMove tells a session whose runtime runs on a draining node that another node sharing
+// its host store can take it: the runtime stops at its next turn boundary, and the next wake
+// places it again.
+const SignalMove = "move"
+
 // SignalRetry tells a session held in a permanent start failure that something changed (a
 // template save, a node that gained the missing adapter): it tries once more.
 const SignalRetry = "retry"

@@ -202,3 +202,22 @@ func (q *Q) SetNodeDraining(ctx context.Context, node string, draining bool) (do
 	}
 	return q.GetNode(ctx, node)
 }
+
+// NodeRuntime is one started runtime's placement.
+type NodeRuntime struct {
+	RuntimeSession uuid.UUID `db:"runtime_session_id"`
+	Node           string    `db:"node"`
+}
+
+// RuntimesOnDrainingNodes lists up to limit started runtimes placed on draining nodes (the
+// ones Reconcile may move to a node sharing their host store).
+func (q *Q) RuntimesOnDrainingNodes(ctx context.Context, limit int) ([]NodeRuntime, error) {
+	var out []NodeRuntime
+	if err := q.selectAll(ctx, &out, `
+SELECT p.runtime_session_id, p.node FROM runtime_placements p JOIN nodes n ON n.name = p.node
+WHERE n.draining AND p.confirmed_at IS NOT NULL
+ORDER BY p.runtime_session_id LIMIT ?`, limit); err != nil {
+		return nil, fmt.Errorf("runtimes on draining nodes: %w", err)
+	}
+	return out, nil
+}
