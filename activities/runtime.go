@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
@@ -113,11 +114,15 @@ type PrepareRuntimeResult struct {
 func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (_ PrepareRuntimeResult, retErr error) {
 	defer func() {
 		// The slot the wake took here: held while the runtime lives, free when it did not
-		// start (a retry that starts it takes it again).
+		// start. An attempt that Temporal will retry keeps it (unconfirmed, so it lapses
+		// after domain.PlacementPending at most): freed in between, another wake could take
+		// it and the retry that starts the runtime would put the node over its capacity.
 		var err error
-		if retErr == nil {
+		switch {
+		case retErr == nil:
 			err = r.Store.ConfirmPlacement(context.WithoutCancel(ctx), in.RuntimeSession, r.Node)
-		} else {
+		case !lastAttempt(ctx, retErr):
+		default:
 			err = r.Store.ReleasePlacement(context.WithoutCancel(ctx), in.RuntimeSession, r.Node)
 		}
 		if err != nil {
@@ -248,6 +253,25 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	}
 	return PrepareRuntimeResult{Generation: gen, ProviderSessionID: p.ProviderSessionID, Resumed: p.Resumed,
 		Identity: p.Identity, PID: p.PID, IdlePolicy: rt.IdlePolicy(), Activation: l.activation.kind}, nil
+}
+
+// lastAttempt reports whether an activity attempt that failed with err is its last: err is
+// not retryable, or the attempt is the last its retry policy allows. Without a retry policy
+// (a test environment) every attempt is the last.
+func lastAttempt(ctx context.Context, err error) bool {
+	if !activity.IsActivity(ctx) {
+		return true
+	}
+	info := activity.GetInfo(ctx)
+	return isLastAttempt(err, info.Attempt, info.RetryPolicy)
+}
+
+func isLastAttempt(err error, attempt int32, p *temporal.RetryPolicy) bool {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && (app.NonRetryable() || (p != nil && slices.Contains(p.NonRetryableErrorTypes, app.Type()))) {
+		return true
+	}
+	return p == nil || (p.MaximumAttempts > 0 && attempt >= p.MaximumAttempts)
 }
 
 // readyTimeout is the start-handshake bound of a row: the operator's override, else the
