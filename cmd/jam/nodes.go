@@ -92,7 +92,10 @@ func newNodeCmd(_ *globals) *cobra.Command {
 		drain("drain", "Take a node out of service: it takes no new runtime",
 			`A drained node takes no new runtime: wakes go to other nodes. Its live runtimes are
 reaped when idle. A host-native room whose workspace is on the node's disk keeps waking there
-(its state cannot move); start it fresh to move it.`, "drain"),
+(its state cannot move); start it fresh to move it. Where the node shares its host store
+(jam worker --host-store) with a live node that can take them, rooms whose state is all in
+their host root (Claude Code) move: live runtimes stop at their next turn boundary and wake
+on the other node.`, "drain"),
 		drain("undrain", "Put a drained node back in service", "", "undrain"))
 	return cmd
 }
