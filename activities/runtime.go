@@ -181,6 +181,8 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Settings: hs.Config.Settings, Briefing: agent.Briefing,
 		ReadyTimeout: r.readyTimeout(row),
 		Permissions:  r.Permissions, Events: r.sink(hs, gen, log), Log: log}
+	// A fence kills it when its room may run on a node sharing this one's host store.
+	spec.MayMove = in.Host == uuid.Nil && placementAsk(hs.Config, "").Movable
 	if in.Host != uuid.Nil && domain.ResolvePlacement(hs.Config.Placement) == domain.PlacementShared {
 		spec.SharedHost = in.Host // adapters that can run one process for the host's rooms do
 	}

@@ -241,7 +241,13 @@ type BacklogReport struct {
 	Retry []uuid.UUID `json:"retry,omitempty"`
 	// Move sessions run on a draining node and can run on another that shares its host
 	// store: they leave at their next turn boundary (contract.SignalMove).
-	Move []uuid.UUID `json:"move,omitempty"`
+	Move []MoveOff `json:"move,omitempty"`
+}
+
+// MoveOff is a live runtime on a draining node that another node can take.
+type MoveOff struct {
+	RuntimeSession uuid.UUID `json:"runtime_session"`
+	Node           string    `json:"node"`
 }
 
 // ReconcileLimit bounds the sessions one Reconcile run pokes.
@@ -288,13 +294,28 @@ func (s *Sessions) FindBacklog(ctx context.Context) (BacklogReport, error) {
 }
 
 // movable lists the live runtimes on draining nodes that placement would now put on another
-// node (one sharing the host store their state is in).
-func (s *Sessions) movable(ctx context.Context, nodes []domain.Node, now time.Time) ([]uuid.UUID, error) {
-	placed, err := s.Store.RuntimesOnDrainingNodes(ctx, ReconcileLimit)
+// node (one sharing the host store their state is in), counting each chosen one as placed
+// there, so one free slot is offered to one runtime.
+func (s *Sessions) movable(ctx context.Context, nodes []domain.Node, now time.Time) ([]MoveOff, error) {
+	// Only a draining node that shares its host store with a live undrained one can hand
+	// runtimes over: the others' runtimes are not read at all.
+	var from []string
+	for _, d := range nodes {
+		if d.Draining && slices.ContainsFunc(nodes, func(n domain.Node) bool {
+			return n.Name != d.Name && !n.Draining && n.SharesHostStore(d) && now.Sub(n.HeartbeatAt) <= domain.NodeStaleAfter
+		}) {
+			from = append(from, d.Name)
+		}
+	}
+	if len(from) == 0 {
+		return nil, nil
+	}
+	placed, err := s.Store.RuntimesOnDrainingNodes(ctx, from, ReconcileLimit)
 	if err != nil {
 		return nil, err
 	}
-	var out []uuid.UUID
+	nodes = slices.Clone(nodes)
+	var out []MoveOff
 	for _, p := range placed {
 		hs, err := s.Store.GetHostSession(ctx, p.RuntimeSession)
 		if errors.Is(err, store.ErrNotFound) {
@@ -308,8 +329,15 @@ func (s *Sessions) movable(ctx context.Context, nodes []domain.Node, now time.Ti
 			continue
 		}
 		// Its own slot is on the draining node, so the others' counts are as a wake sees them.
-		if pl := domain.Place(nodes, now, ask); pl.Node != "" && pl.Node != p.Node {
-			out = append(out, p.RuntimeSession)
+		pl := domain.Place(nodes, now, ask)
+		if pl.Node == "" || pl.Node == p.Node {
+			continue
+		}
+		out = append(out, MoveOff{RuntimeSession: p.RuntimeSession, Node: p.Node})
+		for i := range nodes {
+			if nodes[i].Name == pl.Node {
+				nodes[i].Runtimes++
+			}
 		}
 	}
 	return out, nil

@@ -64,7 +64,7 @@ func TestRuntimesOnADrainingNodeMoveOnlyWhenANodeSharingTheirHostStoreCanTakeThe
 			t.Fatal(err)
 		}
 	}
-	find := func() []uuid.UUID {
+	find := func() []activities.MoveOff {
 		t.Helper()
 		var suite testsuite.WorkflowTestSuite
 		env := suite.NewTestActivityEnvironment()
@@ -80,8 +80,21 @@ func TestRuntimesOnADrainingNodeMoveOnlyWhenANodeSharingTheirHostStoreCanTakeThe
 		}
 		return out.Move
 	}
-	if got := find(); !slices.Equal(got, []uuid.UUID{moves}) {
+	if got := find(); !slices.Equal(got, []activities.MoveOff{{RuntimeSession: moves, Node: "d"}}) {
 		t.Fatalf("move %v, want only the Claude room on d (%s)", got, moves)
+	}
+	// One free slot on the sharing node is offered to one runtime, not to every one.
+	second := session("claude-2", claude)
+	if err := st.ConfirmPlacement(ctx, second, "d"); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if err := st.ConfirmPlacement(ctx, uuid.New(), "p"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := find(); len(got) != 1 {
+		t.Fatalf("move %v with one slot free on p", got)
 	}
 	// With the sharing node drained too, nothing can take it.
 	if _, err := st.SetNodeDraining(ctx, "p", true); err != nil {

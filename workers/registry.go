@@ -58,7 +58,7 @@ type RuntimeRegistry struct {
 
 	mu       sync.Mutex
 	runtimes map[uuid.UUID]*runtimeEntry
-	groups   map[int]struct{}
+	groups   map[int]uuid.UUID // process group -> the session it runs for (uuid.Nil: none)
 	closed   bool
 }
 
@@ -72,6 +72,8 @@ type runtimeEntry struct {
 	exitedInTurn bool
 	// preparing: its start handshake is in flight.
 	preparing bool
+	// mayMove: its room may run on another node sharing the host store (Fence kills it).
+	mayMove bool
 }
 
 // RegistryOption configures a RuntimeRegistry.
@@ -93,7 +95,7 @@ func NewRuntimeRegistry(log *slog.Logger, factories map[domain.Provider]provider
 		onExit = func(RuntimeExit) {}
 	}
 	r := &RuntimeRegistry{log: log, factories: factories, onExit: onExit,
-		runtimes: map[uuid.UUID]*runtimeEntry{}, groups: map[int]struct{}{}}
+		runtimes: map[uuid.UUID]*runtimeEntry{}, groups: map[int]uuid.UUID{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -149,7 +151,7 @@ func (r *RuntimeRegistry) spawn(ctx context.Context, c provider.Command, session
 		}
 	}
 	r.mu.Lock()
-	r.groups[pgid] = struct{}{}
+	r.groups[pgid] = session
 	closed := r.closed
 	r.mu.Unlock()
 	child.OnExit(func() {
@@ -189,7 +191,7 @@ func (r *RuntimeRegistry) Start(ctx context.Context, spec provider.Spec) (provid
 	if err != nil {
 		return nil, provider.Prepared{}, fmt.Errorf("build runtime %s: %w", spec.RuntimeSession, err)
 	}
-	e := &runtimeEntry{rt: rt, generation: spec.Generation, preparing: true}
+	e := &runtimeEntry{rt: rt, generation: spec.Generation, preparing: true, mayMove: spec.MayMove}
 	// The slot is claimed under the lock, so concurrent Starts of one session agree on one
 	// runtime; an older generation (or one being stopped) is torn down first.
 	for {
@@ -375,11 +377,31 @@ func (r *RuntimeRegistry) Close(ctx context.Context) {
 	}
 }
 
-// Fence tears every runtime down (BeforeStop) and keeps taking new ones: the node lost its
-// store long enough that a node sharing its host store may run the same rooms on the same
-// files. It returns how many it tore down.
+// Fence kills, at once, every runtime whose room may move (provider.Spec.MayMove) and keeps
+// taking new ones: the node lost its store long enough that a node sharing its host store
+// may soon run the same rooms on the same files, so there is no time for a graceful stop.
+// It returns how many it killed.
 func (r *RuntimeRegistry) Fence(ctx context.Context) int {
-	return r.teardownAll(ctx, domain.RuntimeFenced)
+	r.mu.Lock()
+	fenced := map[uuid.UUID]int64{}
+	for s, e := range r.runtimes {
+		if e.mayMove {
+			fenced[s] = e.generation
+			e.stopping = true // its exit is this fence's, not a crash
+		}
+	}
+	var groups []int
+	for g, s := range r.groups {
+		if _, ok := fenced[s]; ok {
+			groups = append(groups, g)
+		}
+	}
+	r.mu.Unlock()
+	for _, g := range groups {
+		_ = syscall.Kill(-g, syscall.SIGKILL)
+	}
+	r.teardownEach(ctx, fenced, domain.RuntimeFenced)
+	return len(fenced)
 }
 
 func (r *RuntimeRegistry) teardownAll(ctx context.Context, reason domain.RuntimeExitReason) int {
@@ -389,6 +411,12 @@ func (r *RuntimeRegistry) teardownAll(ctx context.Context, reason domain.Runtime
 		live[s] = e.generation
 	}
 	r.mu.Unlock()
+	r.teardownEach(ctx, live, reason)
+	return len(live)
+}
+
+// teardownEach tears the sessions' runtimes down at once and tells each session why.
+func (r *RuntimeRegistry) teardownEach(ctx context.Context, live map[uuid.UUID]int64, reason domain.RuntimeExitReason) {
 	var wg sync.WaitGroup
 	for s, gen := range live {
 		wg.Go(func() {
@@ -400,7 +428,6 @@ func (r *RuntimeRegistry) teardownAll(ctx context.Context, reason domain.Runtime
 		})
 	}
 	wg.Wait()
-	return len(live)
 }
 
 // Shutdown tears every runtime down (BeforeStop), refuses new ones, and finally kills any

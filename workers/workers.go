@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -84,8 +85,8 @@ type Config struct {
 	// HostStore is the directory of the node's runtime-host roots when it is not the data
 	// directory's own: a shared filesystem other nodes mount at the same path, so rooms whose
 	// state is all in their host root can run on any of them. A node with one fences itself:
-	// once it could not heartbeat for FenceAfter it tears its runtimes down, as another node
-	// may by then run their rooms on the same files.
+	// once it could not record a heartbeat for FenceAfter it kills the runtimes of rooms that
+	// may move, as another node may soon run those rooms on the same files.
 	HostStore string
 	// Register, when set, adds registrations to the shared and the node worker (tests use it
 	// to run their own activities through the real workers).
@@ -147,10 +148,19 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	if cfg.Factories == nil {
 		cfg.Factories = DefaultFactories()
 	}
-	layout := domain.Layout{Root: cfg.DataDir, Hosts: cfg.HostStore}
-	hostStore, err := workspace.HostStoreIdentity(layout.HostStore())
-	if err != nil {
-		return nil, err
+	layout := domain.Layout{Root: cfg.DataDir}
+	// Only a host store an operator named is shared: the data directory's own belongs to
+	// this process (its lock), and a copied data directory must not read as shared.
+	hostStore := ""
+	if cfg.HostStore != "" {
+		abs, err := filepath.Abs(cfg.HostStore)
+		if err != nil {
+			return nil, fmt.Errorf("host store %s: %w", cfg.HostStore, err)
+		}
+		cfg.HostStore, layout.Hosts = abs, abs
+		if hostStore, err = workspace.HostStoreIdentity(abs); err != nil {
+			return nil, err
+		}
 	}
 	host, _ := os.Hostname()
 	node, err := cfg.Store.RegisterNode(ctx, domain.Node{
@@ -392,15 +402,17 @@ func (w *Workers) probeSandbox(ctx context.Context, cfg Config, sbx *activities.
 
 func (w *Workers) heartbeat(ctx context.Context, cfg Config, node domain.Node) {
 	defer close(w.beatDone)
-	t := time.NewTicker(cfg.HeartbeatInterval)
+	t := time.NewTimer(cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			// Bounded: a store that stopped answering must not hold the loop past the fence.
-			bctx, cancel := context.WithTimeout(ctx, cfg.HeartbeatInterval)
+			// Bounded, and retried within a second after a failure: one slow write must not
+			// let the beat lapse into the fence.
+			sent := time.Now() // the row's time is not earlier than this
+			bctx, cancel := context.WithTimeout(ctx, heartbeatBound)
 			err := cfg.Store.HeartbeatNode(bctx, node)
 			if errors.Is(err, store.ErrNotFound) {
 				// The row is gone (an operator cleaned the table) or no longer ours.
@@ -417,25 +429,36 @@ func (w *Workers) heartbeat(ctx context.Context, cfg Config, node domain.Node) {
 				w.fatal <- err
 				return
 			}
+			next := cfg.HeartbeatInterval
 			if err == nil {
-				w.lastBeat.Store(time.Now().UnixNano())
+				w.lastBeat.Store(sent.UnixNano())
+			} else {
+				next = heartbeatRetry
 			}
 			if err != nil && ctx.Err() == nil {
 				cfg.Logger.Warn("node heartbeat failed", "node", cfg.Node, "error", err)
 			}
+			t.Reset(next)
 		}
 	}
 }
 
+// heartbeatBound bounds one heartbeat write; heartbeatRetry is how soon a failed one is
+// tried again.
+const (
+	heartbeatBound = 2 * time.Second
+	heartbeatRetry = time.Second
+)
+
 // FenceAfter is how long a node with a shared host store goes without a recorded heartbeat
-// before it tears its runtimes down: one heartbeat interval before others see it stale
-// (domain.NodeStaleAfter) and may start its rooms on the same files.
+// before it kills the runtimes whose rooms may move: others see it stale after
+// domain.NodeStaleAfter but move its rooms only after domain.NodeFencedAfter, so the fence
+// (checked every second, killing at once) has done its work by then.
 const FenceAfter = domain.NodeStaleAfter - domain.NodeHeartbeatInterval
 
-// fence tears the node's runtimes down whenever its last recorded heartbeat is older than
-// after (once per outage), when its host store is shared. The heartbeat's own clock is the
-// database's; this one is the worker's, which is later than the database's by the write's
-// latency, so the fence comes at the latest as early as FenceAfter says.
+// fence kills the node's movable runtimes whenever its last recorded heartbeat is older
+// than after (once per outage), when its host store is shared. A beat's time is taken
+// before it is sent, so it is never later than the database's time for it (clocks agreeing).
 func (w *Workers) fence(ctx context.Context, cfg Config, after time.Duration) {
 	defer close(w.fenceDone)
 	if cfg.HostStore == "" {
@@ -456,7 +479,7 @@ func (w *Workers) fence(ctx context.Context, cfg Config, after time.Duration) {
 		}
 		fenced = last
 		n := w.runtimes.Fence(ctx)
-		cfg.Logger.Error("no heartbeat recorded for too long: another node sharing the host store may run this node's rooms, so its runtimes were torn down",
+		cfg.Logger.Error("no heartbeat recorded for too long: another node sharing the host store may run this node's rooms, so their runtimes were killed",
 			"node", cfg.Node, "host_store", cfg.HostStore, "last_heartbeat", time.Unix(0, last).UTC(), "runtimes", n)
 	}
 }

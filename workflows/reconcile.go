@@ -94,8 +94,9 @@ func Reconcile(ctx workflow.Context) (ReconcileReport, error) {
 	if len(found.Move) > 0 && workflow.GetVersion(ctx, versionReconcileMove, workflow.DefaultVersion, 1) >= 1 {
 		move := found.Move[:min(len(found.Move), maxPokesPerRun)]
 		futures := make([]workflow.Future, len(move))
-		for i, id := range move {
-			futures[i] = workflow.SignalExternalWorkflow(ctx, contract.RoomSessionID(id), "", contract.SignalMove, nil)
+		for i, m := range move {
+			futures[i] = workflow.SignalExternalWorkflow(ctx, contract.RoomSessionID(m.RuntimeSession), "", contract.SignalMove,
+				contract.MoveSignal{Node: m.Node})
 		}
 		for _, f := range futures {
 			if f.Get(ctx, nil) == nil {

@@ -56,8 +56,8 @@ type roomSession struct {
 	actions []*action
 	exits   []contract.RuntimeExitedSignal
 	retries []contract.RetrySignal
-	// moves counts SignalMove requests not yet acted on.
-	moves int
+	// moves are SignalMove requests not yet acted on.
+	moves []contract.MoveSignal
 	// runTurns counts this run's turns, for continue-as-new.
 	runTurns int64
 	// turnStarted is when the running turn began (for the Web UI's details).
@@ -111,11 +111,10 @@ func RoomSession(ctx workflow.Context, in contract.RoomSessionInput) error {
 			r.retryStart(ctx, rs.Reason)
 			continue
 		}
-		if r.moves > 0 {
-			// Only a session Reconcile asked ever takes this branch: no recorded history
-			// reaches it, so it needs no version gate.
-			r.moves = 0
-			r.leaveDrainingNode(ctx)
+		if len(r.moves) > 0 {
+			m := r.moves[0]
+			r.moves = r.moves[1:]
+			r.leaveDrainingNode(ctx, m.Node)
 			continue
 		}
 		if r.s.Phase == domain.PhaseRetired {
@@ -140,19 +139,24 @@ func RoomSession(ctx workflow.Context, in contract.RoomSessionInput) error {
 }
 
 func (r *roomSession) ready() bool {
-	return len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 || r.moves > 0 || r.s.Pokes > 0
+	return len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 || len(r.moves) > 0 || r.s.Pokes > 0
 }
 
 // leaveDrainingNode stops a live runtime between turns so that its next wake places it
 // again: its node is draining and Reconcile found a node sharing its host store that can
 // take it (the wake's placement decides again; at worst it comes back to the same node).
-func (r *roomSession) leaveDrainingNode(ctx workflow.Context) {
-	if r.s.Phase != domain.PhaseLive {
+// from is the node Reconcile saw it on: a runtime started elsewhere since stays.
+func (r *roomSession) leaveDrainingNode(ctx workflow.Context, from string) {
+	if r.s.Phase != domain.PhaseLive || r.s.Node != from {
 		return
 	}
 	workflow.GetLogger(ctx).Info("runtime leaves its draining node", "runtime_session", r.in.RuntimeSession, "node", r.s.Node)
-	r.teardown(ctx, domain.CheckpointBeforeStop)
-	r.s.Pokes++ // messages waiting wake it on the node placement now chooses
+	// Messages waiting wake it on the node placement now chooses. A teardown that failed
+	// leaves the runtime possibly alive: it stays dormant until a message comes, whose wake
+	// (its slot still held there) goes back to this node and replaces it.
+	if r.teardown(ctx, domain.CheckpointBeforeStop) {
+		r.s.Pokes++
+	}
 }
 
 // wait blocks until there is something to do; a live, reapable runtime is torn down when
@@ -207,8 +211,13 @@ func (r *roomSession) register(ctx workflow.Context) error {
 			r.retries = append(r.retries, rs)
 		})
 		sel.AddReceive(r.move, func(c workflow.ReceiveChannel, _ bool) {
-			c.Receive(ctx, nil)
-			r.moves++
+			var m contract.MoveSignal
+			c.Receive(ctx, &m)
+			// Gated: a worker of the code before moves ignored the signal, and its recorded
+			// history must replay the same.
+			if workflow.GetVersion(ctx, versionRoomMove, workflow.DefaultVersion, 1) >= 1 {
+				r.moves = append(r.moves, m)
+			}
 		})
 		for {
 			sel.Select(ctx)
@@ -373,6 +382,9 @@ func (r *roomSession) serve(ctx workflow.Context) {
 // versionPlaceRetry gates the timer of a wake that found no node: histories written before
 // it waited for the next poke (a message, the Reconcile schedule) instead.
 const versionPlaceRetry = "place-retry"
+
+// versionRoomMove gates acting on SignalMove (a live runtime leaving its draining node).
+const versionRoomMove = "room-move"
 
 // placeRetryFirst and placeRetryMax bound the wait before a wake that found no node tries
 // again: soon after a slot frees or a node returns, and at most as long as the Reconcile
@@ -667,20 +679,21 @@ func (r *roomSession) interrupt(ctx workflow.Context) {
 // teardown stops a live runtime with reason and leaves the session dormant. A teardown that
 // keeps failing is retried for a bounded time; after that the session is still dormant and
 // wakeable (the node's registry keeps tracking the child it could not stop).
-func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointReason) {
-	r.teardownWithin(ctx, reason, nodeScheduleToStart)
+func (r *roomSession) teardown(ctx workflow.Context, reason domain.CheckpointReason) bool {
+	return r.teardownWithin(ctx, reason, nodeScheduleToStart)
 }
 
 // teardownWithin is teardown whose node activity waits at most pickup for the node's worker.
-func (r *roomSession) teardownWithin(ctx workflow.Context, reason domain.CheckpointReason, pickup time.Duration) {
+// It reports whether the node confirmed the runtime gone (or there was none).
+func (r *roomSession) teardownWithin(ctx workflow.Context, reason domain.CheckpointReason, pickup time.Duration) bool {
 	if r.s.Phase != domain.PhaseLive && r.s.Phase != domain.PhaseStarting && !r.s.Crashed {
 		r.releaseFor(ctx, reason)
-		return
+		return true
 	}
 	if r.s.Node == "" || r.s.Generation == 0 {
 		r.s.Phase = domain.PhaseDormant
 		r.releaseFor(ctx, reason)
-		return
+		return true
 	}
 	r.s.Phase = domain.PhaseStopping
 	actx := r.nodeCtx(ctx, workflow.ActivityOptions{
@@ -700,6 +713,7 @@ func (r *roomSession) teardownWithin(ctx workflow.Context, reason domain.Checkpo
 		r.releaseFor(ctx, reason)
 	}
 	r.s.Phase, r.s.PID, r.s.InTurn = domain.PhaseDormant, 0, false
+	return err == nil
 }
 
 func (r *roomSession) status() contract.RoomSessionStatus {

@@ -20,13 +20,15 @@ import (
 func TestAMoveStopsALiveRuntimeAtItsTurnBoundaryAndTheNextMessageWakesItAgain(t *testing.T) {
 	e := newSessionEnv(t, func(e *sessionEnv) { e.turnTakes = 10 * time.Second })
 	e.policy = domain.IdleKeepAlive
-	e.at(time.Second/2, func() { e.env.SignalWorkflow(contract.SignalMove, nil) }) // dormant: nothing to move
+	move := contract.MoveSignal{Node: "n1"}
+	e.at(time.Second/2, func() { e.env.SignalWorkflow(contract.SignalMove, move) }) // dormant: nothing to move
 	e.at(time.Second, func() { e.backlog = 1; e.poke() })
 	e.at(5*time.Second, func() {
 		if st := e.state(); !st.InTurn {
 			t.Errorf("before the move: %+v", st)
 		}
-		e.env.SignalWorkflow(contract.SignalMove, nil)
+		e.env.SignalWorkflow(contract.SignalMove, contract.MoveSignal{Node: "elsewhere"}) // seen on another node: stays
+		e.env.SignalWorkflow(contract.SignalMove, move)
 	})
 	e.at(8*time.Second, func() {
 		if len(e.teardowns) != 0 || e.turns != 0 {
@@ -57,8 +59,9 @@ func TestReconcileTellsSessionsOnDrainingNodesToMove(t *testing.T) {
 	env.RegisterActivity(&activities.Sessions{})
 	moving, gone := uuid.New(), uuid.New()
 	var sess *activities.Sessions
-	env.OnActivity(sess.FindBacklog, mock.Anything).Return(activities.BacklogReport{Move: []uuid.UUID{moving, gone}}, nil)
-	env.OnSignalExternalWorkflow(mock.Anything, contract.RoomSessionID(moving), "", contract.SignalMove, mock.Anything).Return(nil).Once()
+	env.OnActivity(sess.FindBacklog, mock.Anything).Return(activities.BacklogReport{Move: []activities.MoveOff{
+		{RuntimeSession: moving, Node: "n1"}, {RuntimeSession: gone, Node: "n1"}}}, nil)
+	env.OnSignalExternalWorkflow(mock.Anything, contract.RoomSessionID(moving), "", contract.SignalMove, contract.MoveSignal{Node: "n1"}).Return(nil).Once()
 	env.OnSignalExternalWorkflow(mock.Anything, contract.RoomSessionID(gone), "", contract.SignalMove, mock.Anything).Return(errors.New("not found")).Once()
 	env.ExecuteWorkflow(Reconcile)
 	var rep ReconcileReport

@@ -165,8 +165,8 @@ new runtimes landing on a node.
 a directory of a shared filesystem instead of the data directory. Nodes that mount the same
 store at the same path share it: a host-native room whose provider keeps its state in its
 host root (Claude Code) then runs on another of them when its node is stale, draining or
-full, on the same provider session. Such a node tears its runtimes down when it could not
-heartbeat for 10 s, before the others may take its rooms.`,
+full, on the same provider session. Such a node kills those rooms' runtimes when it could not
+record a heartbeat for 10 s; the others take the rooms only after 20 s.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			finish(&o, g, cmd)

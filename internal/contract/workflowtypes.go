@@ -176,6 +176,11 @@ type RetrySignal struct {
 	Reason string `json:"reason"`
 }
 
+// MoveSignal is the payload of SignalMove: the node Reconcile saw the runtime on.
+type MoveSignal struct {
+	Node string `json:"node"`
+}
+
 // RuntimeHostInput starts (or continues) the entity workflow of one runtime host.
 type RuntimeHostInput struct {
 	Host  uuid.UUID         `json:"host"`

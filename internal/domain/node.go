@@ -28,8 +28,8 @@ type Node struct {
 	// CLIs are the provider CLIs its worker resolved when it last probed them (nil: not probed).
 	CLIs []NodeCLI
 	// HostStore identifies the directory that holds the node's runtime-host roots: the id in
-	// the directory's own identity file and the path the node reaches it at ("": unknown, a
-	// worker from before host stores). Nodes with the same HostStore reach the same host
+	// the directory's own identity file and the path the node reaches it at ("": the data
+	// directory's own, shared with no node; or a worker from before host stores). Nodes with the same HostStore reach the same host
 	// roots at the same paths (a shared filesystem), so a session whose workspace and
 	// provider state are all in its host root can run on any of them.
 	HostStore string
@@ -102,6 +102,12 @@ const NodeHeartbeatInterval = 5 * time.Second
 
 // NodeStaleAfter is the heartbeat age after which a node is reported stale: three missed beats.
 const NodeStaleAfter = 3 * NodeHeartbeatInterval
+
+// NodeFencedAfter is the heartbeat age after which a stale node that shares a host store has
+// killed the runtimes of rooms that may move (its worker fences after two missed beats,
+// checking every second and killing at once): only then do other nodes take those rooms on
+// the same files.
+const NodeFencedAfter = NodeStaleAfter + NodeHeartbeatInterval
 
 var nodeNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 

@@ -54,7 +54,11 @@ type PlacementAsk struct {
 	// Movable: they are all in the session's runtime-host root (a managed workspace, a
 	// provider that keeps its state there), so a node sharing Previous's host store reaches
 	// them: the session may run there when Previous is stale, draining, full or cannot run it.
-	Movable  bool
+	Movable bool
+	// Running: the session's runtime was confirmed on Previous and never released, so it may
+	// still run there: the session moves off Previous only once that node is fenced
+	// (NodeFencedAfter), never while it is live (store.PlaceRuntime sets it).
+	Running  bool
 	Provider Provider
 	// Sandboxed: the runtime runs in a sandbox, so it goes to a node with a usable `sbx`.
 	Sandboxed bool
@@ -214,11 +218,12 @@ func place(nodes []Node, now time.Time, ask PlacementAsk) NodePlacement {
 	}
 }
 
-// better orders candidates: more free capacity (no limit first), then fewer runtimes.
 // movedTo is where a movable pinned session runs while its node cannot take it: its own
 // node while that is live, undrained, runs the provider and has room; else the best such
-// node that shares its host store; nil when there is none (the session is bound to its node
-// as if it could not move, and waits for it).
+// node that can run it and shares its host store; nil when there is none (the session is
+// bound to its node as if it could not move, and waits for it). A stale node's rooms move
+// only once its fence has surely killed their runtimes (NodeFencedAfter), and a live node's
+// only when no runtime of the session may still run there.
 func movedTo(nodes []Node, now time.Time, ask PlacementAsk) *Node {
 	var prev *Node
 	for i := range nodes {
@@ -235,16 +240,24 @@ func movedTo(nodes []Node, now time.Time, ask PlacementAsk) *Node {
 	if takes(prev) {
 		return prev
 	}
+	switch age := now.Sub(prev.HeartbeatAt); {
+	case age > NodeStaleAfter && age <= NodeFencedAfter:
+		return nil
+	case age <= NodeStaleAfter && ask.Running:
+		return nil
+	}
 	var best *Node
 	for i := range nodes {
 		n := &nodes[i]
-		if n.Name != prev.Name && n.SharesHostStore(*prev) && takes(n) && (best == nil || better(n, best)) {
+		if n.Name != prev.Name && n.SharesHostStore(*prev) && takes(n) && ask.eligible(*n) && (best == nil || better(n, best)) {
 			best = n
 		}
 	}
 	return best
 }
 
+// better reports whether a is a better choice than b: more free capacity (no limit first),
+// then fewer runtimes, then by name.
 func better(a, b *Node) bool {
 	fa, fb := a.Free(), b.Free()
 	switch {

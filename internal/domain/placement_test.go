@@ -199,7 +199,8 @@ func TestASandboxedRoomWaitingForItsNodeSaysWhatTheNodeHolds(t *testing.T) {
 // can take it, else on a node that shares the host store, else it waits for its node.
 func TestAMovableRoomRunsOnANodeSharingItsHostStoreWhileItsNodeCannotTakeIt(t *testing.T) {
 	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
-	live, stale := now.Add(-time.Second), now.Add(-NodeStaleAfter-time.Second)
+	live, stale := now.Add(-time.Second), now.Add(-NodeFencedAfter-time.Second)
+	fencing := now.Add(-NodeStaleAfter - time.Second) // stale, its fence maybe still running
 	node := func(name, store string, runtimes int, beat time.Time, draining bool) Node {
 		return Node{Name: name, HostStore: store, HeartbeatAt: beat, Adapters: []Provider{ProviderClaude}, Runtimes: runtimes,
 			MaxRuntimes: 3, Draining: draining}
@@ -208,24 +209,33 @@ func TestAMovableRoomRunsOnANodeSharingItsHostStoreWhileItsNodeCannotTakeIt(t *t
 		name    string
 		nodes   []Node
 		movable bool
+		running bool // the session's runtime may still run on its node
 		want    string
 		waiting string
 	}{
-		{"stays on its live node", []Node{node("a", "s", 2, live, false), node("b", "s", 0, live, false)}, true, "a", ""},
+		{"stays on its live node", []Node{node("a", "s", 2, live, false), node("b", "s", 0, live, false)}, true, false, "a", ""},
 		{"moves off its stale node to a sharing one", []Node{node("a", "s", 0, stale, false), node("b", "t", 0, live, false),
-			node("c", "s", 2, live, false), node("d", "s", 1, live, false)}, true, "d", ""},
-		{"moves off its draining node", []Node{node("a", "s", 0, live, true), node("b", "s", 1, live, false)}, true, "b", ""},
-		{"moves off its full node", []Node{node("a", "s", 3, live, false), node("b", "s", 1, live, false)}, true, "b", ""},
-		{"never to a node of another store", []Node{node("a", "s", 0, stale, false), node("b", "t", 0, live, false)}, true, "", "is not live"},
+			node("c", "s", 2, live, false), node("d", "s", 1, live, false)}, true, true, "d", ""},
+		{"waits while a stale node's fence may still run", []Node{node("a", "s", 0, fencing, false), node("b", "s", 0, live, false)},
+			true, false, "", "is not live"},
+		{"moves off its draining node", []Node{node("a", "s", 0, live, true), node("b", "s", 1, live, false)}, true, false, "b", ""},
+		{"moves off its full node", []Node{node("a", "s", 3, live, false), node("b", "s", 1, live, false)}, true, false, "b", ""},
+		{"stays while its runtime may still run on its live node", []Node{node("a", "s", 0, live, true), node("b", "s", 0, live, false)},
+			true, true, "a", ""},
+		{"never to a node of another store", []Node{node("a", "s", 0, stale, false), node("b", "t", 0, live, false)}, true, false, "", "is not live"},
 		{"never to a full or draining sharer", []Node{node("a", "s", 0, stale, false), node("b", "s", 3, live, false),
-			node("c", "s", 0, live, true)}, true, "", "shares its host store"},
-		{"an unknown store moves nowhere", []Node{node("a", "", 0, stale, false), node("b", "", 0, live, false)}, true, "", "is not live"},
-		{"state outside the host root moves nowhere", []Node{node("a", "s", 0, stale, false), node("b", "s", 0, live, false)}, false, "", "is not live"},
-		{"a draining node keeps what cannot move", []Node{node("a", "s", 0, live, true), node("b", "s", 0, live, false)}, false, "a", ""},
+			node("c", "s", 0, live, true)}, true, false, "", "shares its host store"},
+		{"never to a sharer without the provider CLI", []Node{node("a", "s", 0, live, true),
+			{Name: "b", HostStore: "s", HeartbeatAt: live, Adapters: []Provider{ProviderClaude}, MaxRuntimes: 3,
+				CLIs: []NodeCLI{{Command: "claude", Problem: "not found"}}}}, true, false, "a", ""},
+		{"an unknown store moves nowhere", []Node{node("a", "", 0, stale, false), node("b", "", 0, live, false)}, true, false, "", "is not live"},
+		{"state outside the host root moves nowhere", []Node{node("a", "s", 0, stale, false), node("b", "s", 0, live, false)}, false, false, "", "is not live"},
+		{"a draining node keeps what cannot move", []Node{node("a", "s", 0, live, true), node("b", "s", 0, live, false)}, false, false, "a", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ask := PlacementAsk{Previous: "a", Pinned: true, Movable: c.movable, Provider: ProviderClaude}
+			ask := PlacementAsk{Previous: "a", Pinned: true, Movable: c.movable, Running: c.running, Provider: ProviderClaude,
+				Command: "claude"}
 			got := Place(c.nodes, now, ask)
 			if got.Node != c.want {
 				t.Fatalf("placed on %q (%s), want %q", got.Node, got.Waiting, c.want)

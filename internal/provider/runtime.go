@@ -85,6 +85,10 @@ type Spec struct {
 	// StateDir is the session's provider-state directory when the provider keeps its state
 	// there (the same path on the host and inside a sandbox); "" otherwise.
 	StateDir string
+	// MayMove: the session's room may run on another node that shares this node's host
+	// store (its workspace and provider state are all in its host root), so a node that
+	// lost its store kills this runtime before the others may start it there.
+	MayMove bool
 	// SharedHost, when set, is the Shared runtime host whose one provider process the
 	// session shares with the host's other members (for adapters that can, such as Codex).
 	SharedHost uuid.UUID

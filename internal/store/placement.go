@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/schema"
@@ -45,6 +46,15 @@ const placeAttempts = 4
 // one exclusive writer (issue 25). SQLite has one writer, so there it is one exclusive
 // transaction.
 func (s *Store) PlaceRuntime(ctx context.Context, session uuid.UUID, ask domain.PlacementAsk) (domain.NodePlacement, error) {
+	if ask.Movable && ask.Previous != "" {
+		// A runtime confirmed there and never released may still run there.
+		var n int
+		if err := s.get(ctx, &n, `SELECT COUNT(*) FROM runtime_placements WHERE runtime_session_id = ? AND node = ?
+  AND confirmed_at IS NOT NULL`, session, ask.Previous); err != nil {
+			return domain.NodePlacement{}, fmt.Errorf("place runtime of %s: %w", session, err)
+		}
+		ask.Running = n > 0
+	}
 	if s.dialect == schema.Postgres {
 		for range placeAttempts {
 			out, ok, err := s.placeOnChosenNode(ctx, session, ask)
@@ -209,14 +219,21 @@ type NodeRuntime struct {
 	Node           string    `db:"node"`
 }
 
-// RuntimesOnDrainingNodes lists up to limit started runtimes placed on draining nodes (the
-// ones Reconcile may move to a node sharing their host store).
-func (q *Q) RuntimesOnDrainingNodes(ctx context.Context, limit int) ([]NodeRuntime, error) {
+// RuntimesOnDrainingNodes lists up to limit started runtimes placed on those of nodes that
+// are draining (the ones Reconcile may move to a node sharing their host store).
+func (q *Q) RuntimesOnDrainingNodes(ctx context.Context, nodes []string, limit int) ([]NodeRuntime, error) {
 	var out []NodeRuntime
-	if err := q.selectAll(ctx, &out, `
+	if len(nodes) == 0 {
+		return out, nil
+	}
+	query, args, err := sqlx.In(`
 SELECT p.runtime_session_id, p.node FROM runtime_placements p JOIN nodes n ON n.name = p.node
-WHERE n.draining AND p.confirmed_at IS NOT NULL
-ORDER BY p.runtime_session_id LIMIT ?`, limit); err != nil {
+WHERE n.draining AND p.confirmed_at IS NOT NULL AND p.node IN (?)
+ORDER BY p.runtime_session_id LIMIT ?`, nodes, limit)
+	if err != nil {
+		return nil, fmt.Errorf("runtimes on draining nodes: %w", err)
+	}
+	if err := q.selectAll(ctx, &out, query, args...); err != nil {
 		return nil, fmt.Errorf("runtimes on draining nodes: %w", err)
 	}
 	return out, nil

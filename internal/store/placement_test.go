@@ -209,6 +209,17 @@ func TestAMovableWakeGoesToTheNodeSharingItsHostStore(t *testing.T) {
 		if _, err := s.SetNodeDraining(ctx, "n1", true); err != nil {
 			t.Fatal(err)
 		}
+		// Its runtime started on n1 and was never released: it may still run there, so the
+		// session stays until it is.
+		if err := s.ConfirmPlacement(ctx, session, "n1"); err != nil {
+			t.Fatal(err)
+		}
+		if pl, err := s.PlaceRuntime(ctx, session, ask); err != nil || pl.Node != "n1" {
+			t.Fatalf("placed %+v %v while its runtime may run on n1, want n1", pl, err)
+		}
+		if err := s.ReleasePlacement(ctx, session, "n1"); err != nil {
+			t.Fatal(err)
+		}
 		if pl, err := s.PlaceRuntime(ctx, session, ask); err != nil || pl.Node != "n3" {
 			t.Fatalf("placed %+v %v after n1 drained, want n3 (shares its host store)", pl, err)
 		}
