@@ -324,7 +324,9 @@ func (s *Sessions) movable(ctx context.Context, nodes []domain.Node, now time.Ti
 		if err != nil {
 			return nil, err
 		}
+		// Where its next wake would go once it stopped here.
 		ask := placementAsk(hs.Config, p.Node)
+		ask.HostStore = p.HostStore
 		if !ask.Movable || hs.Removed {
 			continue
 		}

@@ -58,8 +58,11 @@ type PlacementAsk struct {
 	// Running: the session's runtime was confirmed on Previous and never released, so it may
 	// still run there: the session moves off Previous only once that node is fenced
 	// (NodeFencedAfter), never while it is live (store.PlaceRuntime sets it).
-	Running  bool
-	Provider Provider
+	Running bool
+	// HostStore is the store the session's host root was last used in (store.PlaceRuntime
+	// sets it): only nodes reaching that store may take it from Previous.
+	HostStore string
+	Provider  Provider
 	// Sandboxed: the runtime runs in a sandbox, so it goes to a node with a usable `sbx`.
 	Sandboxed bool
 	// Command is the provider CLI a host-native runtime resolves on its node (the catalog
@@ -231,7 +234,9 @@ func movedTo(nodes []Node, now time.Time, ask PlacementAsk) *Node {
 			prev = &nodes[i]
 		}
 	}
-	if prev == nil || prev.HostStore == "" {
+	// Its files are where it last ran: a node reconfigured since (or a session that never ran
+	// in a shared store) moves nowhere.
+	if prev == nil || prev.HostStore == "" || prev.HostStore != ask.HostStore {
 		return nil
 	}
 	takes := func(n *Node) bool {

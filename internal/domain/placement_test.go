@@ -228,6 +228,8 @@ func TestAMovableRoomRunsOnANodeSharingItsHostStoreWhileItsNodeCannotTakeIt(t *t
 		{"never to a sharer without the provider CLI", []Node{node("a", "s", 0, live, true),
 			{Name: "b", HostStore: "s", HeartbeatAt: live, Adapters: []Provider{ProviderClaude}, MaxRuntimes: 3,
 				CLIs: []NodeCLI{{Command: "claude", Problem: "not found"}}}}, true, false, "a", ""},
+		{"a store its files are not in moves nowhere", []Node{node("a", "t", 0, stale, false), node("b", "t", 0, live, false)},
+			true, false, "", "is not live"},
 		{"an unknown store moves nowhere", []Node{node("a", "", 0, stale, false), node("b", "", 0, live, false)}, true, false, "", "is not live"},
 		{"state outside the host root moves nowhere", []Node{node("a", "s", 0, stale, false), node("b", "s", 0, live, false)}, false, false, "", "is not live"},
 		{"a draining node keeps what cannot move", []Node{node("a", "s", 0, live, true), node("b", "s", 0, live, false)}, false, false, "a", ""},
@@ -235,7 +237,7 @@ func TestAMovableRoomRunsOnANodeSharingItsHostStoreWhileItsNodeCannotTakeIt(t *t
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ask := PlacementAsk{Previous: "a", Pinned: true, Movable: c.movable, Running: c.running, Provider: ProviderClaude,
-				Command: "claude"}
+				Command: "claude", HostStore: "s"}
 			got := Place(c.nodes, now, ask)
 			if got.Node != c.want {
 				t.Fatalf("placed on %q (%s), want %q", got.Node, got.Waiting, c.want)
@@ -250,7 +252,7 @@ func TestAMovableRoomRunsOnANodeSharingItsHostStoreWhileItsNodeCannotTakeIt(t *t
 	}
 	// A pinned session takes no slack: another sharer is not as good as the one Place chose.
 	nodes := []Node{node("a", "s", 0, stale, false), node("b", "s", 0, live, false), node("c", "s", 1, live, false)}
-	if StillPlaces(nodes, now, PlacementAsk{Previous: "a", Pinned: true, Movable: true, Provider: ProviderClaude}, "c") {
+	if StillPlaces(nodes, now, PlacementAsk{Previous: "a", Pinned: true, Movable: true, Provider: ProviderClaude, HostStore: "s"}, "c") {
 		t.Fatal("a moving session re-checked onto a node Place would not choose")
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -47,13 +48,18 @@ const placeAttempts = 4
 // transaction.
 func (s *Store) PlaceRuntime(ctx context.Context, session uuid.UUID, ask domain.PlacementAsk) (domain.NodePlacement, error) {
 	if ask.Movable && ask.Previous != "" {
-		// A runtime confirmed there and never released may still run there.
-		var n int
-		if err := s.get(ctx, &n, `SELECT COUNT(*) FROM runtime_placements WHERE runtime_session_id = ? AND node = ?
-  AND confirmed_at IS NOT NULL`, session, ask.Previous); err != nil {
+		// The store its host root is in, and whether a runtime confirmed on its node and
+		// never released may still run there.
+		var own struct {
+			Store   string `db:"host_store"`
+			Running int    `db:"running"`
+		}
+		if err := s.get(ctx, &own, `SELECT r.host_store, (SELECT COUNT(*) FROM runtime_placements p
+  WHERE p.runtime_session_id = r.id AND p.node = ? AND p.confirmed_at IS NOT NULL) AS running
+FROM runtime_sessions r WHERE r.id = ?`, ask.Previous, session); err != nil && !errors.Is(err, ErrNotFound) {
 			return domain.NodePlacement{}, fmt.Errorf("place runtime of %s: %w", session, err)
 		}
-		ask.Running = n > 0
+		ask.HostStore, ask.Running = own.Store, own.Running > 0
 	}
 	if s.dialect == schema.Postgres {
 		for range placeAttempts {
@@ -170,10 +176,18 @@ func (q *Q) ConfirmPlacement(ctx context.Context, session uuid.UUID, node string
 	if err != nil {
 		return err
 	}
-	_, err = q.exec(ctx, `
+	err = q.atomic(ctx, func(q *Q) error {
+		if _, err := q.exec(ctx, `
 INSERT INTO runtime_placements (runtime_session_id, node, placed_at, confirmed_at) VALUES (?, ?, ?, ?)
 ON CONFLICT (runtime_session_id) DO UPDATE SET node = excluded.node, confirmed_at = excluded.confirmed_at`,
-		session, node, now, now)
+			session, node, now, now); err != nil {
+			return err
+		}
+		// Where its host root now is: nodes reaching that store may take the room later.
+		_, err := q.exec(ctx, `UPDATE runtime_sessions SET host_store = COALESCE((SELECT host_store FROM nodes WHERE name = ?), '')
+WHERE id = ?`, node, session)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("confirm placement of %s on %s: %w", session, node, err)
 	}
@@ -217,6 +231,8 @@ func (q *Q) SetNodeDraining(ctx context.Context, node string, draining bool) (do
 type NodeRuntime struct {
 	RuntimeSession uuid.UUID `db:"runtime_session_id"`
 	Node           string    `db:"node"`
+	// HostStore is the store the session's host root is in (as recorded when it started).
+	HostStore string `db:"host_store"`
 }
 
 // RuntimesOnDrainingNodes lists up to limit started runtimes placed on those of nodes that
@@ -227,7 +243,8 @@ func (q *Q) RuntimesOnDrainingNodes(ctx context.Context, nodes []string, limit i
 		return out, nil
 	}
 	query, args, err := sqlx.In(`
-SELECT p.runtime_session_id, p.node FROM runtime_placements p JOIN nodes n ON n.name = p.node
+SELECT p.runtime_session_id, p.node, r.host_store FROM runtime_placements p JOIN nodes n ON n.name = p.node
+  JOIN runtime_sessions r ON r.id = p.runtime_session_id
 WHERE n.draining AND p.confirmed_at IS NOT NULL AND p.node IN (?)
 ORDER BY p.runtime_session_id LIMIT ?`, nodes, limit)
 	if err != nil {

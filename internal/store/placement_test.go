@@ -195,10 +195,20 @@ func TestAMovableWakeGoesToTheNodeSharingItsHostStore(t *testing.T) {
 		if n, err := s.GetNode(ctx, "n3"); err != nil || n.HostStore != "id-1:/shared" {
 			t.Fatalf("n3 %+v %v", n, err)
 		}
-		session := uuid.New()
+		session := newSession(t, s, newAgent(t, s))
 		ask := domain.PlacementAsk{Previous: "n1", Pinned: true, Movable: true, Provider: domain.ProviderClaude}
 		if pl, err := s.PlaceRuntime(ctx, session, ask); err != nil || pl.Node != "n1" {
 			t.Fatalf("placed %+v %v, want its own n1", pl, err)
+		}
+		// It never ran in the shared store: its files are not there, so it moves nowhere.
+		if _, err := s.SetNodeDraining(ctx, "n1", true); err != nil {
+			t.Fatal(err)
+		}
+		if pl, err := s.PlaceRuntime(ctx, session, ask); err != nil || pl.Node != "n1" {
+			t.Fatalf("placed %+v %v before it ever ran in the store, want n1", pl, err)
+		}
+		if _, err := s.SetNodeDraining(ctx, "n1", false); err != nil {
+			t.Fatal(err)
 		}
 		// n3 carries two runtimes, n2 none: n2 has more room but not the room's files.
 		for range 2 {
@@ -209,10 +219,14 @@ func TestAMovableWakeGoesToTheNodeSharingItsHostStore(t *testing.T) {
 		if _, err := s.SetNodeDraining(ctx, "n1", true); err != nil {
 			t.Fatal(err)
 		}
-		// Its runtime started on n1 and was never released: it may still run there, so the
-		// session stays until it is.
+		// Its runtime started on n1 (recording the store its host root is in) and was never
+		// released: it may still run there, so the session stays until it is.
 		if err := s.ConfirmPlacement(ctx, session, "n1"); err != nil {
 			t.Fatal(err)
+		}
+		var recorded string
+		if err := s.get(ctx, &recorded, `SELECT host_store FROM runtime_sessions WHERE id = ?`, session); err != nil || recorded != "id-1:/shared" {
+			t.Fatalf("recorded host store %q, %v", recorded, err)
 		}
 		if pl, err := s.PlaceRuntime(ctx, session, ask); err != nil || pl.Node != "n1" {
 			t.Fatalf("placed %+v %v while its runtime may run on n1, want n1", pl, err)
