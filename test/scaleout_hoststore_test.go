@@ -43,6 +43,12 @@ func TestAHostNativeRoomMovesToANodeSharingItsHostStoreOnDrainAndWhenItsNodeDies
 		return nil
 	}, "two live nodes sharing one host store")
 	other := map[string]string{"h1": "h2", "h2": "h1"}
+	// Operators see which nodes share: the same store id on both rows.
+	short := strings.SplitN(nodesByName(t, c)["h1"].HostStore, ":", 2)[0][:8]
+	if out, err := runJam(t, []string{"JAM_URL=" + p.url, "JAM_TOKEN=hoststore-token"}, "node", "list"); err != nil ||
+		!strings.Contains(out, "HOST STORE") || strings.Count(out, short) != 2 {
+		t.Fatalf("jam node list: %v\n%s", err, out)
+	}
 
 	// The catalog's keep-alive for Claude: no idle reap, so only the move makes it leave.
 	agent := codexAgent(t, c, "claude", claudeTemplate(""))

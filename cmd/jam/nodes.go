@@ -19,11 +19,12 @@ func newNodeCmd(_ *globals) *cobra.Command {
 	cf := addClientFlags(cmd)
 
 	list := listCmd(cf, "list", "List nodes with their state, load and capacity, and the age of their last heartbeat", cobra.NoArgs, fixed("/v1/nodes"),
-		"NAME\tSTATE\tRUNTIMES\tSANDBOX\tCLIS\tHEARTBEAT\tHOSTNAME\tPID\tVERSION\tTASK QUEUE",
+		"NAME\tSTATE\tRUNTIMES\tSANDBOX\tCLIS\tHOST STORE\tHEARTBEAT\tHOSTNAME\tPID\tVERSION\tTASK QUEUE",
 		func(out api.NodeList) [][]string {
 			rows := make([][]string, len(out.Items))
 			for i, n := range out.Items {
-				rows[i] = []string{n.Name, string(n.State), load(n), sandboxCell(n), clisCell(n.CLIs), ago(n.HeartbeatAgeSeconds), n.Hostname, strconv.Itoa(n.PID), n.Version, n.TaskQueue}
+				rows[i] = []string{n.Name, string(n.State), load(n), sandboxCell(n), clisCell(n.CLIs), storeCell(n.HostStore),
+					ago(n.HeartbeatAgeSeconds), n.Hostname, strconv.Itoa(n.PID), n.Version, n.TaskQueue}
 			}
 			return rows
 		})
@@ -116,6 +117,16 @@ func clisCell(clis []domain.NodeCLI) string {
 		return "none"
 	}
 	return strings.Join(ok, ", ")
+}
+
+// storeCell names the node's host store by the start of its id, so nodes that share one
+// show the same ("-": the node's own, shared with none); `jam node show` has it whole.
+func storeCell(store string) string {
+	id, _, ok := strings.Cut(store, ":")
+	if !ok || id == "" {
+		return "-"
+	}
+	return id[:min(len(id), 8)]
 }
 
 // sandboxCell is the node's sbx support for the list ("-" before its first probe).
