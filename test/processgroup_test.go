@@ -9,11 +9,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/api/client"
@@ -77,9 +80,11 @@ type nodeShape struct {
 }
 
 // A jam killed with SIGKILL takes its provider with it, but not the provider's own child,
-// which init inherits; the jam restarted on the same data directory kills it before serving,
-// and its clean stop leaves none of its own behind. Both `jam dev` and `jam worker`.
-func TestARestartedJamReapsWhatItsKilledPredecessorsProviderLeft(t *testing.T) {
+// which init inherits: its process guard kills that child within seconds. With the guard
+// gone too (the whole machine's view of the worker lost), the jam restarted on the same data
+// directory kills it before serving, and its clean stop leaves none of its own behind. Both
+// `jam dev` and `jam worker`.
+func TestAKilledJamsLeftoversAreReapedByItsGuardOrItsRestart(t *testing.T) {
 	t.Run("jam dev", func(t *testing.T) {
 		home := filepath.Join(t.TempDir(), "jam-home")
 		env := ownedEnv(t, t.TempDir())
@@ -107,7 +112,58 @@ func reapsAfterKill(t *testing.T, n nodeShape) {
 	var agent api.AgentBody
 	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "forker", Kind: domain.AgentOwned, Template: &tmpl}, &agent))
 	room, session := roomWith(t, c, "lab", agent.ID)
+	records := filepath.Join(n.home, "nodes", n.name, "process-groups")
+
+	// The guard: the killed jam's leftover dies within seconds, its record with it.
 	awaitReply(t, c, postText(t, c, room.ID, "hello"), 90*time.Second)
+	sleeper := leftAfterKill(t, c, session, jam, sleepArgv, false)
+	wait.Eventually(t, 15*time.Second, func() bool { return !stillRunning(sleeper) },
+		"the killed jam's process guard to kill the sleeper %d", sleeper.PID)
+	wait.Eventually(t, 10*time.Second, func() error {
+		if entries, err := os.ReadDir(records); err != nil || len(entries) != 0 {
+			return fmt.Errorf("process group records after the guard: %v %v", entries, err)
+		}
+		return nil
+	}, "the guard to remove the record")
+
+	// The restart: with its guard killed as well, the leftover waits for the next jam.
+	c, jam = n.start()
+	awaitReply(t, c, postText(t, c, room.ID, "once more"), 90*time.Second)
+	sleeper = leftAfterKill(t, c, session, jam, sleepArgv, true)
+	c, jam = n.start()
+	wait.Eventually(t, 30*time.Second, func() bool { return !stillRunning(sleeper) }, "the restarted jam to reap the sleeper %d", sleeper.PID)
+	// The kill comes before the log line and the record's removal: wait for both.
+	wait.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(jam.stderrText(), "reaped a process group left by a previous worker") {
+			return errors.New("the reap was not logged")
+		}
+		if entries, err := os.ReadDir(records); err != nil || len(entries) != 0 {
+			return fmt.Errorf("process group records after the reap: %v %v", entries, err)
+		}
+		return nil
+	}, "the reap to be logged and its record removed")
+
+	// The restarted jam runs the agent again; its clean stop leaves nothing either.
+	awaitReply(t, c, postText(t, c, room.ID, "again"), 90*time.Second)
+	if code := jam.interrupt(45 * time.Second); code != 0 {
+		t.Fatalf("jam exited %d after Ctrl-C", code)
+	}
+	wait.Eventually(t, 10*time.Second, func() error {
+		if got := processesRunning(t, sleepArgv); len(got) != 0 {
+			return fmt.Errorf("still running: %+v", got)
+		}
+		return nil
+	}, "the provider's children to end after a clean stop")
+	if g := guardsOf(t, records); len(g) != 0 {
+		t.Fatalf("process guards left after a clean stop: %v", g)
+	}
+}
+
+// leftAfterKill SIGKILLs jam (and first its process guard, when killGuard) while the
+// session's provider runs and has its own child: the provider ends with jam, the child is
+// left, re-parented. It returns the child.
+func leftAfterKill(t *testing.T, c *client.Client, session uuid.UUID, jam *proc, sleepArgv []string, killGuard bool) procgroup.Stat {
+	t.Helper()
 	provider := getSession(t, c, session).Runtime
 	if provider == nil || provider.PID == 0 {
 		t.Fatalf("the session has no live runtime after a reply: %+v", provider)
@@ -130,42 +186,56 @@ func reapsAfterKill(t *testing.T, n nodeShape) {
 		t.Fatalf("the sleeper %+v is not in the provider's group %d", sleeper, provider.PID)
 	}
 
+	found := false
+	for _, d := range guardsOf(t, "") {
+		if parentOf(d) == jam.cmd.Process.Pid {
+			found = true
+			if killGuard {
+				if err := syscall.Kill(d, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("jam %d runs no process guard", jam.cmd.Process.Pid)
+	}
 	if err := jam.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-jam.exited
 	wait.Eventually(t, 10*time.Second, func() bool { return !alive(provider.PID) }, "the provider %d to end with its killed jam", provider.PID)
-	// The defect this test exists for: the provider's own child outlives them both.
-	if !stillRunning(sleeper) {
-		t.Fatalf("the sleeper %d died with jam: the test no longer exercises the leak", sleeper.PID)
+	if killGuard {
+		// The leak a guard closes: the provider's own child outlives them both.
+		if !stillRunning(sleeper) {
+			t.Fatalf("the sleeper %d died with jam: the test no longer exercises the leak", sleeper.PID)
+		}
+		// The kernel re-parents the orphan as the provider exits; under load /proc may show
+		// the old parent a moment longer.
+		wait.Eventually(t, 5*time.Second, func() bool { return parentOf(sleeper.PID) != provider.PID },
+			"the sleeper %d to be re-parented", sleeper.PID)
 	}
-	// The kernel re-parents the orphan as the provider exits; under load /proc may show the
-	// old parent a moment longer.
-	wait.Eventually(t, 5*time.Second, func() bool { return parentOf(sleeper.PID) != provider.PID },
-		"the sleeper %d to be re-parented", sleeper.PID)
+	return sleeper
+}
 
-	c, jam = n.start()
-	wait.Eventually(t, 30*time.Second, func() bool { return !stillRunning(sleeper) }, "the restarted jam to reap the sleeper %d", sleeper.PID)
-	// The kill comes before the log line and the record's removal: wait for both.
-	wait.Eventually(t, 10*time.Second, func() error {
-		if !strings.Contains(jam.stderrText(), "reaped a process group left by a previous worker") {
-			return errors.New("the reap was not logged")
-		}
-		if entries, err := os.ReadDir(filepath.Join(n.home, "nodes", n.name, "process-groups")); err != nil || len(entries) != 0 {
-			return fmt.Errorf("process group records after the reap: %v %v", entries, err)
-		}
-		return nil
-	}, "the reap to be logged and its record removed")
-
-	// The restarted jam runs the agent again; its clean stop leaves nothing either.
-	awaitReply(t, c, postText(t, c, room.ID, "again"), 90*time.Second)
-	if code := jam.interrupt(45 * time.Second); code != 0 {
-		t.Fatalf("jam exited %d after Ctrl-C", code)
+// guardsOf lists the running process guards (`jam process-guard`) whose records directory
+// is dir ("" any).
+func guardsOf(t *testing.T, dir string) []int {
+	t.Helper()
+	procs, err := procgroup.Host.Processes()
+	if err != nil {
+		t.Fatal(err)
 	}
-	wait.Eventually(t, 10*time.Second, func() error {
-		if got := processesRunning(t, sleepArgv); len(got) != 0 {
-			return fmt.Errorf("still running: %+v", got)
+	var out []int
+	for _, p := range procs {
+		if p.Dead() {
+			continue
 		}
-		return nil
-	}, "the provider's children to end after a clean stop")
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.PID), "cmdline"))
+		args := strings.Split(string(b), "\x00")
+		if err == nil && slices.Contains(args, "process-guard") && (dir == "" || slices.Contains(args, dir)) {
+			out = append(out, p.PID)
+		}
+	}
+	return out
 }

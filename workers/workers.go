@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -88,6 +90,11 @@ type Config struct {
 	// once it could not record a heartbeat for FenceAfter it kills the runtimes of rooms that
 	// may move, as another node may soon run those rooms on the same files.
 	HostStore string
+	// ProcessGuard, when set, is the argv of the companion that kills what this worker's
+	// providers left running once the worker ends, even killed outright (`jam
+	// process-guard`; "--dir <records>" is appended). Without it that waits for the
+	// worker's next start.
+	ProcessGuard []string
 	// Register, when set, adds registrations to the shared and the node worker (tests use it
 	// to run their own activities through the real workers).
 	Register func(shared, node worker.Registry)
@@ -123,12 +130,15 @@ type Workers struct {
 	clisDone     chan struct{}
 	registered   chan struct{} // the heartbeat registered the node again
 	lastBeat     atomic.Int64  // unix nanoseconds of the last heartbeat recorded
-	fenceDone    chan struct{}
-	stopOnce     sync.Once
-	fatal        chan error
-	runtimes     *RuntimeRegistry
-	permissions  *permission.Broker
-	mcp          *mcpListener
+	// guard is the write end of the process guard's stdin: its closing (at Stop, or by the
+	// kernel when the worker dies) starts the guard's reap.
+	guard       *os.File
+	fenceDone   chan struct{}
+	stopOnce    sync.Once
+	fatal       chan error
+	runtimes    *RuntimeRegistry
+	permissions *permission.Broker
+	mcp         *mcpListener
 }
 
 // Start registers the node, starts its heartbeat and starts both workers.
@@ -180,6 +190,11 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 	if err != nil {
 		return nil, err
 	}
+	guard, err := startGuard(cfg.ProcessGuard, layout.ProcessGroupsDir(cfg.Node))
+	if err != nil {
+		// The next start still reaps what a killed worker left: run without.
+		cfg.Logger.Warn("process guard not started", "error", err)
+	}
 
 	// Process-wide, and only before the first worker starts (a no-op when jam dev set it).
 	LimitWorkflowCache(cfg.WorkflowCacheSize)
@@ -189,6 +204,7 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		node:       worker.New(cfg.Client, contract.NodeTaskQueue(cfg.Node), opts),
 		fatal:      make(chan error, 1),
 		registered: make(chan struct{}, 1),
+		guard:      guard,
 	}
 	w.permissions = permission.New(cfg.Store, cfg.Logger.With("component", "permissions"), cfg.PermissionTimeout)
 	w.runtimes = NewRuntimeRegistry(cfg.Logger, cfg.Factories, func(exit RuntimeExit) {
@@ -294,6 +310,30 @@ func startProcessGroups(ctx context.Context, dir string, log *slog.Logger) (*pro
 	return rec, nil
 }
 
+// startGuard starts the process guard (argv + --dir dir) in its own process group, so a
+// signal meant for the worker's group does not end it first, with a pipe as its stdin whose
+// write end only this process holds (close-on-exec: no provider inherits it). It returns
+// that end; nil when argv is empty.
+func startGuard(argv []string, dir string) (*os.File, error) {
+	if len(argv) == 0 {
+		return nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("process guard: %w", err)
+	}
+	defer r.Close()
+	cmd := exec.Command(argv[0], append(slices.Clone(argv[1:]), "--dir", dir)...)
+	cmd.Stdin, cmd.Stderr = r, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("process guard: %w", err)
+	}
+	go func() { _ = cmd.Wait() }()
+	return w, nil
+}
+
 // Workflows maps each workflow type name the contract starts (contract.Type*) to its code;
 // registering by these names keeps what clients start and what workers run the same.
 func Workflows() map[string]any {
@@ -348,6 +388,9 @@ func (w *Workers) Stop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*provider.ChildShutdownGrace)
 		w.runtimes.Shutdown(ctx)
 		cancel()
+		if w.guard != nil {
+			_ = w.guard.Close() // nothing is left for it: it finds no record and exits
+		}
 		w.stopBeat()
 		<-w.beatDone
 		<-w.fenceDone

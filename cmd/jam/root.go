@@ -54,5 +54,6 @@ are a client of the REST API (JAM_URL, JAM_TOKEN).`,
 		c.GroupID = "client"
 		root.AddCommand(c)
 	}
+	root.AddCommand(newProcessGuardCmd(g))
 	return root
 }

@@ -280,14 +280,16 @@ func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Sto
 	if err != nil {
 		return nil, err
 	}
+	var guard []string
 	if o.JamExecutable != "" {
 		we.mcp.Bridge = []string{o.JamExecutable, "mcp"}
+		guard = []string{o.JamExecutable, "process-guard"}
 	}
 	return workers.Start(ctx, workers.Config{
 		Client: c, Store: st, Node: o.Node, DataDir: o.Home, Version: o.Version, Sbx: we.sbx,
 		Logger: o.Logger.With("component", "worker"), Env: we.env, Lifecycle: we.lifecycle,
 		PermissionTimeout: we.permission, Pause: we.pause, MCP: we.mcp, QuestionTimeout: we.question,
 		Factories: we.factories, Fail: we.fail, MaxRuntimes: maxRuntimes(o.MaxRuntimes),
-		WorkflowCacheSize: we.workflowCache, ProbeCLIs: probeCLIs, HostStore: o.HostStore,
+		WorkflowCacheSize: we.workflowCache, ProbeCLIs: probeCLIs, HostStore: o.HostStore, ProcessGuard: guard,
 	})
 }
