@@ -31,6 +31,8 @@ type RuntimeTable interface {
 	Teardown(ctx context.Context, session uuid.UUID, reason domain.CheckpointReason) error
 	Interrupt(ctx context.Context, session uuid.UUID, generation int64) error
 	Steer(ctx context.Context, session uuid.UUID, generation int64, msgs []provider.Message) error
+	// Get reports the session's live runtime and its generation, if the node tracks one.
+	Get(session uuid.UUID) (provider.Runtime, int64, bool)
 }
 
 // turnHeartbeat is how often RunTurn heartbeats while the provider works.
@@ -123,7 +125,14 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 			err = r.Store.ConfirmPlacement(context.WithoutCancel(ctx), in.RuntimeSession, r.Node)
 		case !lastAttempt(ctx, retErr):
 		default:
-			err = r.Store.ReleasePlacement(context.WithoutCancel(ctx), in.RuntimeSession, r.Node)
+			// A runtime the node still tracks (an older one whose teardown failed) may be
+			// running: its slot stays confirmed, so the session is not placed elsewhere
+			// while it may.
+			if _, _, tracked := r.Table.Get(in.RuntimeSession); tracked {
+				err = r.Store.ConfirmPlacement(context.WithoutCancel(ctx), in.RuntimeSession, r.Node)
+			} else {
+				err = r.Store.ReleasePlacement(context.WithoutCancel(ctx), in.RuntimeSession, r.Node)
+			}
 		}
 		if err != nil {
 			r.Log.Warn("runtime placement not recorded", "runtime_session", in.RuntimeSession, "error", err)

@@ -301,7 +301,8 @@ func (s *Sessions) movable(ctx context.Context, nodes []domain.Node, now time.Ti
 	// runtimes over: the others' runtimes are not read at all.
 	var from []string
 	for _, d := range nodes {
-		if d.Draining && slices.ContainsFunc(nodes, func(n domain.Node) bool {
+		// A stale draining node's rooms move by their own next wake (after its fence).
+		if d.Draining && now.Sub(d.HeartbeatAt) <= domain.NodeStaleAfter && slices.ContainsFunc(nodes, func(n domain.Node) bool {
 			return n.Name != d.Name && !n.Draining && n.SharesHostStore(d) && now.Sub(n.HeartbeatAt) <= domain.NodeStaleAfter
 		}) {
 			from = append(from, d.Name)
@@ -315,8 +316,30 @@ func (s *Sessions) movable(ctx context.Context, nodes []domain.Node, now time.Ti
 		return nil, err
 	}
 	nodes = slices.Clone(nodes)
+	byName := map[string]domain.Node{}
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	// roomLeft: some live undrained node sharing a draining one's store still has a slot
+	// (the scan stops reading sessions once none has).
+	roomLeft := func() bool {
+		for _, n := range nodes {
+			if n.Draining || now.Sub(n.HeartbeatAt) > domain.NodeStaleAfter || n.Free() == 0 {
+				continue
+			}
+			for _, d := range from {
+				if n.Name != d && n.SharesHostStore(byName[d]) {
+					return true
+				}
+			}
+		}
+		return false
+	}
 	var out []MoveOff
 	for _, p := range placed {
+		if !roomLeft() {
+			break
+		}
 		hs, err := s.Store.GetHostSession(ctx, p.RuntimeSession)
 		if errors.Is(err, store.ErrNotFound) {
 			continue

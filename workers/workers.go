@@ -142,7 +142,7 @@ type Workers struct {
 }
 
 // Start registers the node, starts its heartbeat and starts both workers.
-func Start(ctx context.Context, cfg Config) (*Workers, error) {
+func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 	if err := domain.ValidateNodeName(cfg.Node); err != nil {
 		return nil, err
 	}
@@ -195,6 +195,11 @@ func Start(ctx context.Context, cfg Config) (*Workers, error) {
 		// The next start still reaps what a killed worker left: run without.
 		cfg.Logger.Warn("process guard not started", "error", err)
 	}
+	defer func() {
+		if retErr != nil && guard != nil {
+			_ = guard.Close() // a worker that did not start ends its guard now
+		}
+	}()
 
 	// Process-wide, and only before the first worker starts (a no-op when jam dev set it).
 	LimitWorkflowCache(cfg.WorkflowCacheSize)
@@ -310,8 +315,8 @@ func startProcessGroups(ctx context.Context, dir string, log *slog.Logger) (*pro
 	return rec, nil
 }
 
-// startGuard starts the process guard (argv + --dir dir) in its own process group, so a
-// signal meant for the worker's group does not end it first, with a pipe as its stdin whose
+// startGuard starts the process guard (argv + --dir dir) in a session of its own, so a signal
+// meant for the worker's group or terminal does not end it first, with a pipe as its stdin whose
 // write end only this process holds (close-on-exec: no provider inherits it). It returns
 // that end; nil when argv is empty.
 func startGuard(argv []string, dir string) (*os.File, error) {
@@ -325,7 +330,7 @@ func startGuard(argv []string, dir string) (*os.File, error) {
 	defer r.Close()
 	cmd := exec.Command(argv[0], append(slices.Clone(argv[1:]), "--dir", dir)...)
 	cmd.Stdin, cmd.Stderr = r, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("process guard: %w", err)

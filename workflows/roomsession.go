@@ -747,9 +747,11 @@ func (r *roomSession) continueAsNew(ctx workflow.Context) error {
 	// A handler may be waiting for the main loop (its action queued behind the one that made
 	// the others finish): waiting for every handler alone would wait forever.
 	_ = workflow.Await(ctx, func() bool {
-		return workflow.AllHandlersFinished(ctx) || len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0
+		return workflow.AllHandlersFinished(ctx) || len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 || len(r.moves) > 0
 	})
-	if len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 {
+	// A move not yet acted on is served first too; one still unread in its channel is
+	// dropped with this run (Reconcile sends it again while the runtime is where it was).
+	if len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 || len(r.moves) > 0 {
 		return nil
 	}
 	for r.inbound.ReceiveAsync(nil) {

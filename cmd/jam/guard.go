@@ -28,7 +28,8 @@ func newProcessGuardCmd(g *globals) *cobra.Command {
 			}
 			// Its job starts when the worker ends: the signals that stop the worker (a
 			// terminal's Ctrl-C, a service manager's SIGTERM) must not stop it first.
-			signal.Ignore(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+			// Nor may a log line to a reader that is gone (SIGPIPE).
+			signal.Ignore(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 			return procgroup.Guard(context.Background(), os.Stdin, dir, g.logger.With("component", "process-guard"))
 		},
 	}

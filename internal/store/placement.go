@@ -176,7 +176,7 @@ func (q *Q) ConfirmPlacement(ctx context.Context, session uuid.UUID, node string
 	if err != nil {
 		return err
 	}
-	err = q.atomic(ctx, func(q *Q) error {
+	confirm := func(q *Q) error {
 		if _, err := q.exec(ctx, `
 INSERT INTO runtime_placements (runtime_session_id, node, placed_at, confirmed_at) VALUES (?, ?, ?, ?)
 ON CONFLICT (runtime_session_id) DO UPDATE SET node = excluded.node, confirmed_at = excluded.confirmed_at`,
@@ -187,7 +187,13 @@ ON CONFLICT (runtime_session_id) DO UPDATE SET node = excluded.node, confirmed_a
 		_, err := q.exec(ctx, `UPDATE runtime_sessions SET host_store = COALESCE((SELECT host_store FROM nodes WHERE name = ?), '')
 WHERE id = ?`, node, session)
 		return err
-	})
+	}
+	// Under the node's own lock, as every write of its slots (not the exclusive writer lock).
+	if q.inTx {
+		err = confirm(q)
+	} else {
+		err = q.store.InScopedTx(ctx, NodeScope(node), confirm)
+	}
 	if err != nil {
 		return fmt.Errorf("confirm placement of %s on %s: %w", session, node, err)
 	}
