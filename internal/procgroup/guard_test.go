@@ -18,7 +18,9 @@ func TestTheGuardWaitsForItsWorkerToEndThenReturnsWithNothingLeft(t *testing.T) 
 	}
 	defer r.Close()
 	done := make(chan error, 1)
-	go func() { done <- Guard(context.Background(), r, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() {
+		done <- Guard(context.Background(), r, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
 	select {
 	case err := <-done:
 		t.Fatalf("the guard returned while its worker lived: %v", err)
