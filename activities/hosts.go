@@ -29,6 +29,15 @@ type AcquireHostInput struct {
 	Node           string    `json:"node"`
 }
 
+// allocateRequest is how the session asks for its runtime host, node being where a new
+// host would go.
+func allocateRequest(hs domain.HostSession, node string) store.AllocateRequest {
+	return store.AllocateRequest{AgentID: hs.AgentID, TemplateID: hs.TemplateID,
+		RuntimeSession: hs.RuntimeSessionID, Placement: domain.ResolvePlacement(hs.Config.Placement), Node: node,
+		Sandboxed: hs.Config.Sandbox.Enabled, Compatibility: domain.CompatibilityFingerprint(hs.Config, ""),
+		SandboxName: func(host uuid.UUID) string { return SandboxName(hs.AgentID, host) }, At: time.Now()}
+}
+
 // AcquireHost allocates (or finds) the session's runtime host and takes the session's lease
 // on it; the host's sandbox is ready when this returns. The runtime must run on the host's
 // node, which the lease names.
@@ -37,10 +46,7 @@ func (h *Hosts) AcquireHost(ctx context.Context, in AcquireHostInput) (contract.
 	if err != nil {
 		return contract.HostLease{}, err
 	}
-	alloc, err := h.Store.AllocateHost(ctx, store.AllocateRequest{AgentID: hs.AgentID, TemplateID: hs.TemplateID,
-		RuntimeSession: hs.RuntimeSessionID, Placement: domain.ResolvePlacement(hs.Config.Placement), Node: in.Node,
-		Sandboxed: hs.Config.Sandbox.Enabled, Compatibility: domain.CompatibilityFingerprint(hs.Config, ""),
-		SandboxName: func(host uuid.UUID) string { return SandboxName(hs.AgentID, host) }, At: time.Now()})
+	alloc, err := h.Store.AllocateHost(ctx, allocateRequest(hs, in.Node))
 	if errors.Is(err, store.ErrIncompatibleHost) {
 		return contract.HostLease{}, contract.Fail(err.Error(), domain.ErrTypeIncompatibleHost, err)
 	}

@@ -145,11 +145,13 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 			// workspace and checkpoints are on that node's disk (a new member of a Shared host
 			// too). So its slot is taken there, and while that node is stale or full the
 			// session waits and says so.
-			host, err := s.Store.HostFor(ctx, in.RuntimeSession, hs.AgentID, domain.ResolvePlacement(hs.Config.Placement))
+			// A host its acquire would refuse pins nothing: on any node the acquire fails at
+			// once with the reason, instead of the room waiting for that host's node.
+			host, err := s.Store.HostFor(ctx, allocateRequest(hs, ""))
 			switch {
 			case err == nil && host.Node != "" && host.State != domain.HostArchived && host.State != domain.HostRemoved:
 				ask.Previous, ask.Pinned = host.Node, true
-			case err != nil && !errors.Is(err, store.ErrNotFound):
+			case err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrIncompatibleHost):
 				return LoadSessionResult{}, err
 			}
 		}

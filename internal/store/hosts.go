@@ -198,19 +198,28 @@ func (q *Q) liveSharedHost(ctx context.Context, agent uuid.UUID) (domain.Runtime
 	return row.domain(), nil
 }
 
-// HostFor is the runtime host a session would run on if it acquired one now, as
-// AllocateHost would find it without writing: the host it is a member of, else its own
-// Dedicated host, else its agent's live Shared host. ErrNotFound: it would get a new one.
-func (q *Q) HostFor(ctx context.Context, session, agent uuid.UUID, placement domain.Placement) (domain.RuntimeHost, error) {
-	h, err := q.HostOfSession(ctx, session)
-	if !errors.Is(err, ErrNotFound) {
+// HostFor is the runtime host a session would run on if it acquired one now (r as
+// AllocateHost would get it), found without writing: the host it is a member of, else its
+// own Dedicated host, else its agent's live Shared host. ErrNotFound: it would get a new one;
+// ErrIncompatibleHost (with the host): AllocateHost would refuse that host.
+func (q *Q) HostFor(ctx context.Context, r AllocateRequest) (domain.RuntimeHost, error) {
+	h, err := q.HostOfSession(ctx, r.RuntimeSession)
+	switch {
+	case err == nil:
+		return h, compatible(h, r)
+	case !errors.Is(err, ErrNotFound):
 		return h, err
 	}
-	switch placement {
+	switch r.Placement {
 	case domain.PlacementDedicated:
-		return q.GetRuntimeHost(ctx, session)
+		h, err = q.GetRuntimeHost(ctx, r.RuntimeSession)
 	case domain.PlacementShared:
-		return q.liveSharedHost(ctx, agent)
+		h, err = q.liveSharedHost(ctx, r.AgentID)
+	default:
+		return domain.RuntimeHost{}, fmt.Errorf("runtime host of %s: %w", r.RuntimeSession, ErrNotFound)
 	}
-	return domain.RuntimeHost{}, fmt.Errorf("runtime host of %s: %w", session, ErrNotFound)
+	if err != nil {
+		return h, err
+	}
+	return h, compatible(h, r)
 }

@@ -161,7 +161,7 @@ func TestHostForFindsTheHostASessionWouldAcquire(t *testing.T) {
 		ctx := context.Background()
 		a := newAgent(t, s)
 		member, joining, dedicated := newSession(t, s, a), newSession(t, s, a), newSession(t, s, a)
-		if _, err := s.HostFor(ctx, joining, a.agent, domain.PlacementShared); !errors.Is(err, ErrNotFound) {
+		if _, err := s.HostFor(ctx, allocReq(a, joining, domain.PlacementShared, "fp")); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("before any host: %v", err)
 		}
 		shared, err := s.AllocateHost(ctx, allocReq(a, member, domain.PlacementShared, "fp"))
@@ -173,22 +173,30 @@ func TestHostForFindsTheHostASessionWouldAcquire(t *testing.T) {
 			session uuid.UUID
 			p       domain.Placement
 		}{{"a member", member, domain.PlacementShared}, {"a session joining the Shared host", joining, domain.PlacementShared}} {
-			if h, err := s.HostFor(ctx, c.session, a.agent, c.p); err != nil || h.ID != shared.Host.ID || h.Node != "node-a" {
+			if h, err := s.HostFor(ctx, allocReq(a, c.session, c.p, "fp")); err != nil || h.ID != shared.Host.ID || h.Node != "node-a" {
 				t.Fatalf("%s: %+v %v", c.name, h, err)
 			}
 		}
 		if n := hostCount(t, s, a.agent); n != 1 {
 			t.Fatalf("HostFor wrote: %d hosts", n)
 		}
-		if _, err := s.HostFor(ctx, dedicated, a.agent, domain.PlacementDedicated); !errors.Is(err, ErrNotFound) {
+		if _, err := s.HostFor(ctx, allocReq(a, dedicated, domain.PlacementDedicated, "fp")); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("a Dedicated session before its host: %v", err)
 		}
 		own, err := s.AllocateHost(ctx, allocReq(a, dedicated, domain.PlacementDedicated, "fp"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h, err := s.HostFor(ctx, dedicated, a.agent, domain.PlacementDedicated); err != nil || h.ID != own.Host.ID {
+		if h, err := s.HostFor(ctx, allocReq(a, dedicated, domain.PlacementDedicated, "fp")); err != nil || h.ID != own.Host.ID {
 			t.Fatalf("a Dedicated session: %+v %v", h, err)
+		}
+		// A template edit that changed the host-wide inputs: AllocateHost would refuse the
+		// Shared host, and HostFor says so instead of pinning the session to its node.
+		if h, err := s.HostFor(ctx, allocReq(a, joining, domain.PlacementShared, "fp-2")); !errors.Is(err, ErrIncompatibleHost) || h.ID != shared.Host.ID {
+			t.Fatalf("an incompatible Shared host: %+v %v", h, err)
+		}
+		if _, err := s.AllocateHost(ctx, allocReq(a, joining, domain.PlacementShared, "fp-2")); !errors.Is(err, ErrIncompatibleHost) {
+			t.Fatalf("AllocateHost of the same: %v", err)
 		}
 	})
 }
