@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/testsuite"
@@ -20,25 +19,7 @@ import (
 func TestRuntimesOnADrainingNodeMoveOnlyWhenANodeSharingTheirHostStoreCanTakeThem(t *testing.T) {
 	ctx := context.Background()
 	st := teststore.SQLite(t)
-	now := time.Now()
-	session := func(name string, cfg domain.TemplateConfig) uuid.UUID {
-		a, err := st.CreateAgent(ctx, domain.Agent{ID: uuid.New(), Name: name, Kind: domain.AgentOwned, CreatedAt: now}, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.CreateTemplate(ctx, domain.Template{ID: uuid.New(), AgentID: a.ID, Config: cfg.Normalized(), CreatedAt: now}); err != nil {
-			t.Fatal(err)
-		}
-		room, err := st.CreateRoom(ctx, domain.Room{ID: uuid.New(), Name: name, CreatedAt: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := st.AddAgentToRoom(ctx, room.ID, a.ID, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Session.RuntimeSessionID
-	}
+	session := func(name string, cfg domain.TemplateConfig) uuid.UUID { return ownedSession(t, st, name, cfg) }
 	claude := domain.TemplateConfig{Alias: "default", Transport: domain.TransportClaudeCodeCLI, AuthMode: domain.AuthAPIKey}
 	direct := claude
 	direct.Sandbox = domain.SandboxConfig{WorkspaceSource: domain.WorkspaceDirectHost, HostPath: "/srv/checkout"}

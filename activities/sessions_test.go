@@ -11,6 +11,7 @@ import (
 
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/testsupport/teststore"
 )
 
@@ -22,23 +23,7 @@ func TestTheIdleThresholdComesFromTheTemplateUnlessTheOperatorOverridesIt(t *tes
 	now := time.Now()
 	two := 2
 	newSession := func(name string, idle *int) uuid.UUID {
-		a, err := st.CreateAgent(ctx, domain.Agent{ID: uuid.New(), Name: name, Kind: domain.AgentOwned, CreatedAt: now}, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, IdleSecs: idle}.Normalized()
-		if _, err := st.CreateTemplate(ctx, domain.Template{ID: uuid.New(), AgentID: a.ID, Config: cfg, CreatedAt: now}); err != nil {
-			t.Fatal(err)
-		}
-		room, err := st.CreateRoom(ctx, domain.Room{ID: uuid.New(), Name: name, CreatedAt: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := st.AddAgentToRoom(ctx, room.ID, a.ID, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Session.RuntimeSessionID
+		return ownedSession(t, st, name, domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, IdleSecs: idle})
 	}
 	withTemplate, without := newSession("templated", &two), newSession("plain", nil)
 	load := func(l activities.Lifecycle, session uuid.UUID) int {
@@ -93,4 +78,27 @@ func TestLifecycleKnobsAreParsedOnceAndRefusedWhenMalformed(t *testing.T) {
 			t.Errorf("%s=%q was accepted", k, v)
 		}
 	}
+}
+
+// ownedSession creates an owned agent with the template cfg and a room it is in; it returns
+// the runtime session the membership bound.
+func ownedSession(t *testing.T, st *store.Store, name string, cfg domain.TemplateConfig) uuid.UUID {
+	t.Helper()
+	ctx, now := context.Background(), time.Now()
+	a, err := st.CreateAgent(ctx, domain.Agent{ID: uuid.New(), Name: name, Kind: domain.AgentOwned, CreatedAt: now}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateTemplate(ctx, domain.Template{ID: uuid.New(), AgentID: a.ID, Config: cfg.Normalized(), CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	room, err := st.CreateRoom(ctx, domain.Room{ID: uuid.New(), Name: name, CreatedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.AddAgentToRoom(ctx, room.ID, a.ID, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Session.RuntimeSessionID
 }
