@@ -29,7 +29,7 @@ type RuntimeTable interface {
 	Start(ctx context.Context, spec provider.Spec) (provider.Runtime, provider.Prepared, error)
 	RunTurn(ctx context.Context, session uuid.UUID, generation int64, turn provider.Turn) (provider.TurnResult, error)
 	Teardown(ctx context.Context, session uuid.UUID, reason domain.CheckpointReason) error
-	Interrupt(ctx context.Context, session uuid.UUID, generation int64) error
+	Interrupt(ctx context.Context, session uuid.UUID, generation int64, turnID string) error
 	Steer(ctx context.Context, session uuid.UUID, generation int64, msgs []provider.Message) error
 	// Get reports the session's live runtime and its generation, if the node tracks one.
 	Get(session uuid.UUID) (provider.Runtime, int64, bool)
@@ -597,12 +597,15 @@ func (r *Runtimes) TeardownRuntime(ctx context.Context, in TeardownRuntimeInput)
 type InterruptTurnInput struct {
 	RuntimeSession uuid.UUID `json:"runtime_session"`
 	Generation     int64     `json:"generation"`
+	// TurnID is the turn the workflow runs ("" from histories before it): when its RunTurn
+	// has not reached the node yet, that turn starts cancelled.
+	TurnID string `json:"turn_id,omitempty"`
 }
 
 // InterruptTurn ends the running turn of the instance as Cancelled (its messages stay
 // queued); between turns, or with no live instance of that generation, it does nothing.
 func (r *Runtimes) InterruptTurn(ctx context.Context, in InterruptTurnInput) error {
-	return r.Table.Interrupt(ctx, in.RuntimeSession, in.Generation)
+	return r.Table.Interrupt(ctx, in.RuntimeSession, in.Generation, in.TurnID)
 }
 
 // heartbeat records activity heartbeats until the returned stop is called.

@@ -74,6 +74,8 @@ type runtimeEntry struct {
 	preparing bool
 	// mayMove: its room may run on another node sharing the host store (Fence kills it).
 	mayMove bool
+	// cancelNext is a turn interrupted before it reached this node: it starts cancelled.
+	cancelNext string
 }
 
 // RegistryOption configures a RuntimeRegistry.
@@ -287,6 +289,13 @@ func (r *RuntimeRegistry) RunTurn(ctx context.Context, session uuid.UUID, genera
 		r.mu.Unlock()
 		return provider.TurnResult{}, fmt.Errorf("run turn on %s generation %d: %w", session, generation, ErrRuntimeNotLive)
 	}
+	cancelled := turn.ID != "" && e.cancelNext == turn.ID
+	e.cancelNext = ""
+	if cancelled {
+		// Its interrupt came first: the provider never sees it, its messages stay queued.
+		r.mu.Unlock()
+		return provider.TurnResult{Outcome: domain.TurnCancelled}, nil
+	}
 	e.turns++
 	r.mu.Unlock()
 	defer func() {
@@ -326,9 +335,17 @@ func (r *RuntimeRegistry) Teardown(ctx context.Context, session uuid.UUID, reaso
 
 // Interrupt ends the running turn of the session's live runtime of that generation; with no
 // such runtime there is no turn to end.
-func (r *RuntimeRegistry) Interrupt(ctx context.Context, session uuid.UUID, generation int64) error {
+func (r *RuntimeRegistry) Interrupt(ctx context.Context, session uuid.UUID, generation int64, turnID string) error {
 	r.mu.Lock()
 	e, ok := r.runtimes[session]
+	if ok && e.generation == generation && e.turns == 0 && turnID != "" {
+		// The turn's activity has not reached this node yet (the workflow schedules it, the
+		// worker picks it up, reads its messages): the interrupt waits for it, or the
+		// provider would run the whole turn.
+		e.cancelNext = turnID
+		r.mu.Unlock()
+		return nil
+	}
 	r.mu.Unlock()
 	if !ok || e.generation != generation {
 		return nil

@@ -310,3 +310,27 @@ func providerProcesses(t *testing.T) []int {
 	}
 	return out
 }
+
+// A stop that interrupts a turn whose activity has not reached the node yet (the workflow
+// scheduled it; the worker has not picked it up) must not be lost: that turn starts
+// cancelled and never reaches the provider. Another turn is not affected.
+func TestAnInterruptThatComesBeforeItsTurnCancelsThatTurn(t *testing.T) {
+	r := NewRuntimeRegistry(quietLog(), nil, nil)
+	defer r.Shutdown(context.Background())
+	session := uuid.New()
+	startRuntime(t, r, agentSpec(t, session, 1))
+	msg := provider.Message{ID: uuid.New(), AuthorKind: domain.ParticipantHuman, AuthorName: "alice", Text: "[[count]]"}
+
+	require.NoError(t, r.Interrupt(context.Background(), session, 1, "g1-t1"))
+	res, err := r.RunTurn(context.Background(), session, 1, provider.Turn{ID: "g1-t1", Messages: []provider.Message{msg}})
+	require.NoError(t, err)
+	assert.Equal(t, domain.TurnCancelled, res.Outcome)
+	assert.Empty(t, res.Plan.Settles)
+
+	// An interrupt meant for a turn that already ended does not cancel the next one.
+	require.NoError(t, r.Interrupt(context.Background(), session, 1, "g1-t1"))
+	res, err = r.RunTurn(context.Background(), session, 1, provider.Turn{ID: "g1-t2", Messages: []provider.Message{msg}})
+	require.NoError(t, err)
+	require.Len(t, res.Plan.Settles, 1)
+	assert.Equal(t, "turns remembered: 0", res.Plan.Settles[0].Text, "the cancelled turn never reached the agent")
+}

@@ -524,7 +524,7 @@ func (r *roomSession) turn(ctx workflow.Context) {
 	actx = workflow.WithActivityOptions(actx, withSummary(workflow.GetActivityOptions(actx),
 		fmt.Sprintf("turn %d on node %s", r.s.Turns, r.s.Node)))
 	fut := workflow.ExecuteActivity(actx, r.rt.RunTurn, activities.RunTurnInput{RuntimeSession: r.in.RuntimeSession,
-		Generation: r.s.Generation, TurnID: fmt.Sprintf("g%d-t%d", r.s.Generation, r.s.Turns)})
+		Generation: r.s.Generation, TurnID: r.turnID()})
 	if r.steers(ctx) {
 		r.steerWhile(ctx, fut)
 	}
@@ -564,6 +564,9 @@ func (r *roomSession) turn(ctx workflow.Context) {
 	}
 }
 
+// turnID names the session's current (or last) turn, as RunTurn and InterruptTurn get it.
+func (r *roomSession) turnID() string { return fmt.Sprintf("g%d-t%d", r.s.Generation, r.s.Turns) }
+
 // interrupt ends the running turn (from an update handler) so the action can proceed.
 func (r *roomSession) interrupt(ctx workflow.Context) {
 	actx := r.nodeCtx(ctx, workflow.ActivityOptions{
@@ -571,7 +574,7 @@ func (r *roomSession) interrupt(ctx workflow.Context) {
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	err := workflow.ExecuteActivity(actx, r.rt.InterruptTurn, activities.InterruptTurnInput{
-		RuntimeSession: r.in.RuntimeSession, Generation: r.s.Generation}).Get(ctx, nil)
+		RuntimeSession: r.in.RuntimeSession, Generation: r.s.Generation, TurnID: r.turnID()}).Get(ctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("interrupt turn", "runtime_session", r.in.RuntimeSession, "error", err)
 	}
