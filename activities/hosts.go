@@ -55,7 +55,7 @@ func (h *Hosts) AcquireHost(ctx context.Context, in AcquireHostInput) (contract.
 	}
 	stop := heartbeat(ctx)
 	defer stop()
-	lease, err := h.Leases.Acquire(ctx, updateID(ctx), alloc.Host.ID, hs.RuntimeSessionID)
+	lease, err := h.Leases.Acquire(ctx, updateID(ctx), alloc.Host.ID, hs.RuntimeSessionID, in.Node)
 	return lease, typed(err)
 }
 
@@ -122,7 +122,30 @@ func (h *Hosts) LoadHost(ctx context.Context, in LoadHostInput) (contract.LoadHo
 	if err != nil {
 		return contract.LoadHostResult{}, err
 	}
-	return contract.LoadHostResult{Node: r.Node, Placement: r.Placement, State: r.State, SandboxName: r.SandboxName, AgentID: r.AgentID}, nil
+	return loadHostResult(r), nil
+}
+
+func loadHostResult(r domain.RuntimeHost) contract.LoadHostResult {
+	return contract.LoadHostResult{Node: r.Node, Placement: r.Placement, State: r.State, SandboxName: r.SandboxName, AgentID: r.AgentID}
+}
+
+// RehomeHostInput names a host and the node placement put a member of it on.
+type RehomeHostInput struct {
+	Host uuid.UUID `json:"host"`
+	Node string    `json:"node"`
+}
+
+// RehomeHost moves the host to the node when its own node is fenced and both reach one host
+// store (store.RehomeHost), and returns the host as it stands after.
+func (h *Hosts) RehomeHost(ctx context.Context, in RehomeHostInput) (contract.LoadHostResult, error) {
+	r, err := h.Store.RehomeHost(ctx, in.Host, in.Node)
+	if errors.Is(err, store.ErrNotFound) {
+		return contract.LoadHostResult{}, contract.Fail(err.Error(), domain.ErrTypeHostScope, err)
+	}
+	if err != nil {
+		return contract.LoadHostResult{}, err
+	}
+	return loadHostResult(r), nil
 }
 
 // MarkMemberInput records a member's state and, optionally, the host's.

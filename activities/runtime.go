@@ -191,7 +191,7 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		ReadyTimeout: r.readyTimeout(row),
 		Permissions:  r.Permissions, Events: r.sink(hs, gen, log), Log: log}
 	// A fence kills it when its room may run on a node sharing this one's host store.
-	spec.MayMove = in.Host == uuid.Nil && placementAsk(hs.Config, "").Movable
+	spec.MayMove = placementAsk(hs.Config, "").Movable
 	if in.Host != uuid.Nil && domain.ResolvePlacement(hs.Config.Placement) == domain.PlacementShared {
 		spec.SharedHost = in.Host // adapters that can run one process for the host's rooms do
 	}

@@ -172,8 +172,10 @@ func placementAsk(c domain.TemplateConfig, previous string) domain.PlacementAsk 
 	// A host-native runtime that ran on a node left its workspace and provider state there.
 	ask := domain.PlacementAsk{Previous: previous, Pinned: !sandboxed, Provider: row.Provider, Sandboxed: sandboxed}
 	// Where its managed workspace and the provider's state are both in its host root, a node
-	// sharing that node's host store reaches them as well.
-	ask.Movable = !sandboxed && row.SessionState && c.Sandbox.DirectHostPath() == ""
+	// sharing that node's host store reaches them as well. A sandboxed runtime's always are
+	// (the provider-state directory and checkpoints are in the root), unless its workspace is
+	// a directory of its node's own.
+	ask.Movable = (sandboxed || row.SessionState) && c.Sandbox.DirectHostPath() == ""
 	// It resolves the catalog command on its node unless the template names its own
 	// executable; a sandboxed one runs the CLI of its image.
 	if !sandboxed && c.Command == "" {
@@ -352,7 +354,9 @@ func (s *Sessions) movable(ctx context.Context, nodes []domain.Node, now time.Ti
 		// Where its next wake would go once it stopped here.
 		ask := placementAsk(hs.Config, p.Node)
 		ask.HostStore = p.HostStore
-		if !ask.Movable || hs.Removed {
+		// A sandboxed host moves, with all its members, only off a fenced node: a draining
+		// one keeps it (domain.MayRehome).
+		if !ask.Movable || ask.Sandboxed || hs.Removed {
 			continue
 		}
 		// Its own slot is on the draining node, so the others' counts are as a wake sees them.

@@ -250,6 +250,11 @@ func movedTo(nodes []Node, now time.Time, ask PlacementAsk) *Node {
 		return nil
 	case age <= NodeStaleAfter && ask.Running:
 		return nil
+	case age <= NodeFencedAfter && ask.Sandboxed:
+		// A sandboxed host moves as a whole, with every member's runtime: only once its node
+		// is fenced (MayRehome). While the node lives, draining or full, the sandbox stays
+		// with it.
+		return nil
 	}
 	var best *Node
 	for i := range nodes {
@@ -259,6 +264,15 @@ func movedTo(nodes []Node, now time.Time, ask PlacementAsk) *Node {
 		}
 	}
 	return best
+}
+
+// MayRehome reports whether a sandboxed runtime host on from may move to to: from is fenced
+// (no heartbeat for NodeFencedAfter, so its fence has killed what ran there), to is live,
+// undrained, may run sandboxes and reaches the same host store, where the host's root (its
+// workspaces, provider state and checkpoints) is.
+func MayRehome(from, to Node, now time.Time) bool {
+	return from.Name != to.Name && to.SharesHostStore(from) && now.Sub(from.HeartbeatAt) > NodeFencedAfter &&
+		now.Sub(to.HeartbeatAt) <= NodeStaleAfter && !to.Draining && to.MaySandbox()
 }
 
 // better reports whether a is a better choice than b: more free capacity (no limit first),

@@ -256,3 +256,45 @@ func TestAMovableRoomRunsOnANodeSharingItsHostStoreWhileItsNodeCannotTakeIt(t *t
 		t.Fatal("a moving session re-checked onto a node Place would not choose")
 	}
 }
+
+// TestASandboxedHostMovesOnlyOffAFencedNodeToASharerThatMaySandbox: a sandboxed room's host
+// leaves its node with every member, so only once that node is fenced; never for a drain or
+// a full node (it stays with its node), and only to a live, undrained sharer whose `sbx`
+// works. MayRehome, the store's check, says the same.
+func TestASandboxedHostMovesOnlyOffAFencedNodeToASharerThatMaySandbox(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	live, fenced := now.Add(-time.Second), now.Add(-NodeFencedAfter-time.Second)
+	fencing := now.Add(-NodeStaleAfter - time.Second)
+	node := func(name, store string, runtimes int, beat time.Time, draining bool, sbx SandboxSupport) Node {
+		return Node{Name: name, HostStore: store, HeartbeatAt: beat, Adapters: []Provider{ProviderACP}, Runtimes: runtimes,
+			MaxRuntimes: 3, Draining: draining, Sandbox: sbx}
+	}
+	ok, none := SandboxSupported, SandboxAbsent
+	cases := []struct {
+		name  string
+		nodes []Node
+		want  string
+	}{
+		{"stays on its live node", []Node{node("a", "s", 0, live, false, ok), node("b", "s", 0, live, false, ok)}, "a"},
+		{"stays on its draining node", []Node{node("a", "s", 0, live, true, ok), node("b", "s", 0, live, false, ok)}, "a"},
+		{"waits for its full node", []Node{node("a", "s", 3, live, false, ok), node("b", "s", 0, live, false, ok)}, ""},
+		{"waits while its node's fence may still run", []Node{node("a", "s", 0, fencing, false, ok), node("b", "s", 0, live, false, ok)}, ""},
+		{"moves off its fenced node", []Node{node("a", "s", 0, fenced, false, ok), node("b", "s", 0, live, false, ok)}, "b"},
+		{"never to a sharer without sbx", []Node{node("a", "s", 0, fenced, false, ok), node("b", "s", 0, live, false, none)}, ""},
+		{"never to a node of another store", []Node{node("a", "s", 0, fenced, false, ok), node("b", "t", 0, live, false, ok)}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ask := PlacementAsk{Previous: "a", Pinned: true, Movable: true, Sandboxed: true, Provider: ProviderACP, HostStore: "s"}
+			if got := Place(c.nodes, now, ask); got.Node != c.want {
+				t.Fatalf("placed on %q (%s), want %q", got.Node, got.Waiting, c.want)
+			}
+			if may := MayRehome(c.nodes[0], c.nodes[1], now); may != (c.want == "b") {
+				t.Fatalf("MayRehome %v, want %v", may, c.want == "b")
+			}
+		})
+	}
+	if MayRehome(node("a", "s", 0, fenced, false, ok), node("b", "s", 0, live, true, ok), now) {
+		t.Fatal("a host may move to a draining node")
+	}
+}

@@ -1,0 +1,58 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jam-dev/jam/internal/domain"
+)
+
+// TestASandboxedHostMovesToASharingNodeOnlyOnceItsNodeIsFenced: RehomeHost moves the host's
+// record only while its node is fenced and the new node is live, may sandbox and shares its
+// host store; otherwise the host stays where it is. Asking again once it moved changes
+// nothing.
+func TestASandboxedHostMovesToASharingNodeOnlyOnceItsNodeIsFenced(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		for name, hosts := range map[string]string{"node-a": "id-1:/shared", "node-b": "id-1:/shared", "node-c": "id-2:/other"} {
+			if _, err := s.RegisterNode(ctx, domain.Node{Name: name, Hostname: name, PID: 1, DataDir: "/" + name,
+				Adapters: []domain.Provider{domain.ProviderACP}, HostStore: hosts, Sandbox: domain.SandboxSupported}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a := newAgent(t, s)
+		alloc, err := s.AllocateHost(ctx, allocReq(a, newSession(t, s, a), domain.PlacementDedicated, "fp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		host := alloc.Host.ID
+		moveTo := func(node, want string) {
+			t.Helper()
+			h, err := s.RehomeHost(ctx, host, node)
+			if err != nil || h.Node != want {
+				t.Fatalf("asked to move to %s: on %q (%v), want %s", node, h.Node, err, want)
+			}
+			if got, err := s.GetRuntimeHost(ctx, host); err != nil || got.Node != want {
+				t.Fatalf("record on %q (%v), want %s", got.Node, err, want)
+			}
+		}
+		moveTo("node-b", "node-a") // node-a is live
+		mustExec(t, s, `UPDATE nodes SET heartbeat_at = ? WHERE name = ?`, time.Now().Add(-domain.NodeStaleAfter-2*time.Second), "node-a")
+		moveTo("node-b", "node-a") // stale, but its fence may still run
+		mustExec(t, s, `UPDATE nodes SET heartbeat_at = ? WHERE name = ?`, time.Now().Add(-time.Hour), "node-a")
+		moveTo("node-c", "node-a") // another store
+		moveTo("node-x", "node-a") // unknown node
+		if _, err := s.SetNodeDraining(ctx, "node-b", true); err != nil {
+			t.Fatal(err)
+		}
+		moveTo("node-b", "node-a") // draining
+		if _, err := s.SetNodeDraining(ctx, "node-b", false); err != nil {
+			t.Fatal(err)
+		}
+		moveTo("node-b", "node-b")
+		moveTo("node-b", "node-b")
+		moveTo("node-a", "node-b") // back to a dead node: never
+	})
+}
