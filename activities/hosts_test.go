@@ -20,7 +20,7 @@ import (
 // the RoomSession's retry policy tells apart.
 type busyLeases struct{}
 
-func (busyLeases) Acquire(context.Context, string, uuid.UUID, uuid.UUID) (contract.HostLease, error) {
+func (busyLeases) Acquire(context.Context, string, uuid.UUID, uuid.UUID, string) (contract.HostLease, error) {
 	return contract.HostLease{}, fmt.Errorf("acquire runtime host: %w",
 		contract.Fail("a host control is running", domain.ErrTypeHostBusy, nil))
 }

@@ -36,9 +36,12 @@ type runtimeHost struct {
 	// replacing: a recreation for a template edit waits for running turns to end and refuses
 	// new ones (members keep their messages and try again) until its members are stopped.
 	replacing bool
-	hosts     *activities.Hosts
-	sbx       *activities.Sandbox
-	ckpt      *activities.Checkpoints
+	// parkCancel cancels the park in progress (nil when none): a host moving off a dead node
+	// does not wait for a park there to time out.
+	parkCancel func()
+	hosts      *activities.Hosts
+	sbx        *activities.Sandbox
+	ckpt       *activities.Checkpoints
 }
 
 // RuntimeHost is the entity workflow of one sandboxed runtime host: the members' lease, the
@@ -120,7 +123,7 @@ func (r *runtimeHost) register(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, contract.QueryHost, func() (contract.RuntimeHostStatus, error) {
 		return contract.RuntimeHostStatus{Leases: r.s.Leases, Ready: r.s.Ready, ParkFailed: r.s.ParkFailed,
 			Controlling: r.controlling, Permits: len(r.s.Permits), Quiesced: r.s.Quiesced, LastError: r.s.LastError,
-			Checkpoints: r.s.Checkpoints}, nil
+			Checkpoints: r.s.Checkpoints, Moves: r.s.Moves}, nil
 	}); err != nil {
 		return err
 	}
@@ -206,6 +209,9 @@ func (r *runtimeHost) lockSandbox(ctx workflow.Context) error {
 func (r *runtimeHost) acquire(ctx workflow.Context, req contract.LeaseRequest) (contract.HostLease, error) {
 	r.seq++
 	started := r.seq
+	if err := r.follow(ctx, req.Node); err != nil {
+		return contract.HostLease{}, err
+	}
 	if err := r.lockSandbox(ctx); err != nil {
 		return contract.HostLease{}, err
 	}
@@ -284,10 +290,14 @@ func (r *runtimeHost) park(ctx workflow.Context) {
 	if r.s.ParkReason != "" {
 		reason = r.s.ParkReason
 	}
-	r.checkpoint(ctx, reason) // every member is gone: the state is quiesced
+	// Cancelling creates no command unless follow cancels (a host moving off its dead node).
+	pctx, cancel := workflow.WithCancel(ctx)
+	r.parkCancel = cancel
+	defer func() { r.parkCancel = nil }()
+	r.checkpoint(pctx, reason) // every member is gone: the state is quiesced
 	r.s.ParkReason = ""
-	err := workflow.ExecuteActivity(r.nodeCtx(ctx, sandboxLifecycleTimeout, 3), r.sbx.ParkSandbox,
-		r.sandboxInput()).Get(ctx, nil)
+	err := workflow.ExecuteActivity(r.nodeCtx(pctx, sandboxLifecycleTimeout, 3), r.sbx.ParkSandbox,
+		r.sandboxInput()).Get(pctx, nil)
 	if err != nil {
 		r.s.ParkFailed, r.s.LastError = true, "park sandbox: "+errorText(err)
 		workflow.GetLogger(ctx).Warn("sandbox park failed; retrying", "host", r.in.Host, "error", err)

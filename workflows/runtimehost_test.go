@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -33,6 +34,8 @@ type hostEnv struct {
 	archived bool
 	// stops are the simulated times members were stopped.
 	stops []time.Time
+	// ensuredOn are the task queues the sandbox was made ready on.
+	ensuredOn []string
 }
 
 func newHostEnv(t *testing.T) *hostEnv {
@@ -62,7 +65,8 @@ func newHostEnv(t *testing.T) *hostEnv {
 			return activities.MarkMemberResult{HostGone: e.hostGone && in.HostState != ""}, nil
 		})
 	e.env.OnActivity(sb.EnsureSandbox, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.EnsureSandboxInput) (activities.EnsureSandboxResult, error) {
+		func(ctx context.Context, in activities.EnsureSandboxInput) (activities.EnsureSandboxResult, error) {
+			e.ensuredOn = append(e.ensuredOn, activity.GetInfo(ctx).TaskQueue)
 			op := "ensure"
 			if in.Fence {
 				op = "ensure+fence"

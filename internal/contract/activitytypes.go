@@ -88,8 +88,9 @@ type HostCapacity struct {
 // Every call carries an update id derived from the calling activity, so a retried activity
 // attaches to the update its earlier attempt sent instead of sending a second one.
 type HostLeases interface {
-	// Acquire makes the host's sandbox ready for the member and counts its lease.
-	Acquire(ctx context.Context, updateID string, host, session uuid.UUID) (HostLease, error)
+	// Acquire makes the host's sandbox ready for the member and counts its lease; node is
+	// where placement put the member (LeaseRequest.Node).
+	Acquire(ctx context.Context, updateID string, host, session uuid.UUID, node string) (HostLease, error)
 	// Release drops the member's lease; the last release parks the sandbox (checkpointing
 	// with reason when a turn ran).
 	Release(ctx context.Context, updateID string, host, session uuid.UUID, reason domain.CheckpointReason) error

@@ -214,6 +214,8 @@ type RuntimeHostState struct {
 	// state worth capturing; a checkpoint of untouched or lost state would claim sessions it
 	// does not hold).
 	Dirty bool `json:"dirty,omitempty"`
+	// Moves counts the times the host moved to another node (its own was fenced).
+	Moves int `json:"moves,omitempty"`
 }
 
 // RuntimeHostStatus is the answer of QueryHost.
@@ -226,11 +228,15 @@ type RuntimeHostStatus struct {
 	Quiesced    bool        `json:"quiesced"`
 	LastError   string      `json:"last_error,omitempty"`
 	Checkpoints int         `json:"checkpoints"`
+	Moves       int         `json:"moves,omitempty"`
 }
 
 // LeaseRequest is the input of UpdateAcquire, UpdateRelease, UpdatePermit and UpdateUnpermit.
 type LeaseRequest struct {
 	RuntimeSession uuid.UUID `json:"runtime_session"`
+	// Node (acquire only) is the node placement chose for the member ("" when none). A host
+	// on another node moves there when its own node is fenced and both reach one host store.
+	Node string `json:"node,omitempty"`
 	// Reason (release only) is why the member's runtime stopped.
 	Reason domain.CheckpointReason `json:"reason,omitempty"`
 }

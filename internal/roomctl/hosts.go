@@ -80,9 +80,9 @@ func (h *Hosts) sendHostUpdate(ctx context.Context, updateID string, host uuid.U
 }
 
 // Acquire takes the member's lease; the sandbox is ready when it returns.
-func (h *Hosts) Acquire(ctx context.Context, updateID string, host, session uuid.UUID) (contract.HostLease, error) {
+func (h *Hosts) Acquire(ctx context.Context, updateID string, host, session uuid.UUID, node string) (contract.HostLease, error) {
 	var out contract.HostLease
-	err := h.updateHost(ctx, updateID, host, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: session}, &out)
+	err := h.updateHost(ctx, updateID, host, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: session, Node: node}, &out)
 	return out, err
 }
 
