@@ -309,6 +309,51 @@ func (s *Sandbox) SandboxInventory(ctx context.Context, _ SandboxInventoryInput)
 	return m.Inventory(ctx, refs)
 }
 
+// StopMovedSandboxesInput names the node whose worker starts.
+type StopMovedSandboxesInput struct {
+	Node string `json:"node"`
+}
+
+// StopMovedSandboxes stops, after ownership proof, every running sandbox on this node whose
+// runtime host now lives on another node: the host moved while this node was fenced
+// (store.RehomeHost), and its providers, if any outlived the worker in the guest, must not
+// write to the shared host root another node's sandbox now serves. A worker runs it at start,
+// before it serves its node's queue; it returns the names it stopped.
+func (s *Sandbox) StopMovedSandboxes(ctx context.Context, in StopMovedSandboxesInput) ([]string, error) {
+	m, err := s.manager(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list, err := m.Driver.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	hosts, err := s.Store.ListRuntimeHosts(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]domain.RuntimeHost{}
+	for _, h := range hosts {
+		if h.Sandboxed && h.SandboxName != "" {
+			byName[h.SandboxName] = h
+		}
+	}
+	var stopped []string
+	var errs []error
+	for _, sb := range list {
+		h, ok := byName[sb.Name]
+		if !ok || sb.Status != domain.SandboxRunning || h.Node == "" || h.Node == in.Node {
+			continue
+		}
+		if err := m.Park(ctx, OwnerOf(h), sb.Name); err != nil {
+			errs = append(errs, fmt.Errorf("stop sandbox %s of runtime host %s (now on node %s): %w", sb.Name, h.ID, h.Node, err))
+			continue
+		}
+		stopped = append(stopped, sb.Name)
+	}
+	return stopped, errors.Join(errs...)
+}
+
 // SandboxPrepareTimeout bounds creating or verifying a sandbox: `sbx create` may take 600 s
 // (an image pull), plus the guest nonce exchange.
 const SandboxPrepareTimeout = 630 * time.Second

@@ -268,6 +268,9 @@ func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 		w.mcp.close()
 		return nil, fmt.Errorf("start worker for queue %s: %w", contract.TaskQueue, err)
 	}
+	if cfg.HostStore != "" {
+		stopMovedSandboxes(ctx, cfg, sbx)
+	}
 	if err := w.node.Start(); err != nil {
 		w.shared.Stop()
 		w.mcp.close()
@@ -287,6 +290,26 @@ func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 	cfg.Logger.Info("workers started", "node", cfg.Node,
 		"queues", []string{contract.TaskQueue, contract.NodeTaskQueue(cfg.Node)})
 	return w, nil
+}
+
+// movedSandboxesWithin bounds the start-up sweep of sandboxes whose hosts moved away.
+const movedSandboxesWithin = time.Minute
+
+// stopMovedSandboxes stops this node's sandboxes whose runtime hosts moved to another node
+// sharing its host store while it was fenced, before the node serves its queue (so no
+// acquire here races the sweep). A node without a usable `sbx` has none; a failure is logged
+// and the node serves anyway (an acquire here still fences its own host's orphan).
+func stopMovedSandboxes(ctx context.Context, cfg Config, sbx *activities.Sandbox) {
+	ctx, cancel := context.WithTimeout(ctx, movedSandboxesWithin)
+	defer cancel()
+	stopped, err := sbx.StopMovedSandboxes(ctx, activities.StopMovedSandboxesInput{Node: cfg.Node})
+	if len(stopped) > 0 {
+		cfg.Logger.Warn("stopped sandboxes whose runtime hosts moved to another node while this one was fenced",
+			"node", cfg.Node, "sandboxes", stopped)
+	}
+	if err != nil {
+		cfg.Logger.Warn("sweep of sandboxes whose hosts moved away", "node", cfg.Node, "error", err)
+	}
 }
 
 // envValue is name's value in env ("" when unset); the last entry wins, as in exec.Cmd.
