@@ -2,11 +2,14 @@ package test
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/sandbox"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
@@ -71,5 +74,101 @@ func TestSandboxedRoomsGoToTheNodeWhoseSbxWorks(t *testing.T) {
 	}
 	if rs := repliesTo(t, c, m); len(rs) != 1 {
 		t.Fatalf("message %s answered %d times", m.ID, len(rs))
+	}
+}
+
+// TestASandboxedRoomMovesWithItsHostToANodeSharingItsHostStoreWhenItsNodeDies: two nodes with
+// Docker Sandboxes whose runtime-host roots are one shared directory (--host-store). A
+// sandboxed room's host — its workspace, provider state and checkpoints in the shared root —
+// follows the room to the other node once its own node's worker was SIGKILLed and fenced: a
+// new sandbox there serves the room, which is answered within 45 s of the kill, exactly once,
+// on the same provider thread with its earlier turns remembered.
+func TestASandboxedRoomMovesWithItsHostToANodeSharingItsHostStoreWhenItsNodeDies(t *testing.T) {
+	p := startProductionServer(t, "sbx-move")
+	c := p.client
+	shared := t.TempDir()
+	nodes, sbxState := map[string]*fleetNode{}, map[string]string{}
+	for _, name := range []string{"s1", "s2"} {
+		sbxState[name] = t.TempDir()
+		n := &fleetNode{name: name, home: t.TempDir(), state: t.TempDir(), args: []string{"--host-store", shared},
+			env: []string{"JAM_SBX=" + fakesbx.Binary(t), "FAKESBX_STATE=" + sbxState[name], "TEST_GUEST_VALUE=from-the-host"}}
+		n.start(t, p)
+		nodes[name] = n
+	}
+	wait.Eventually(t, 60*time.Second, func() error {
+		m := nodesByName(t, c)
+		for _, name := range []string{"s1", "s2"} {
+			if m[name].State != domain.NodeLive || m[name].Sandbox != domain.SandboxSupported || m[name].HostStore == "" {
+				return fmt.Errorf("nodes %+v", m)
+			}
+		}
+		if m["s1"].HostStore != m["s2"].HostStore {
+			return fmt.Errorf("host stores %q and %q", m["s1"].HostStore, m["s2"].HostStore)
+		}
+		return nil
+	}, "two live nodes with sbx sharing one host store")
+	other := map[string]string{"s1": "s2", "s2": "s1"}
+
+	agent := sandboxedAgent(t, c, "moving-box", domain.PlacementDedicated)
+	room, session := roomWith(t, c, "lab", agent)
+	awaitReply(t, c, postText(t, c, room.ID, "[[count]] hello"), 90*time.Second)
+	s := getSession(t, c, session)
+	thread, first := s.ProviderSessionID, s.Runtime.Node
+	if thread == "" || nodes[first] == nil {
+		t.Fatalf("after the first answer: %+v", s)
+	}
+	// The kill comes between turns (a kill mid-turn adds the turn's heartbeat timeout).
+	wait.Eventually(t, 30*time.Second, func() bool { s := getSession(t, c, session); return s.Runtime != nil && !s.Runtime.InTurn },
+		"the first turn to end")
+
+	killed := time.Now()
+	if err := nodes[first].proc.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = nodes[first].proc.exitCode(10 * time.Second)
+	t.Logf("killed node %s at %s", first, killed.UTC().Format(time.TimeOnly))
+	m := postText(t, c, room.ID, "[[count]] are you there")
+	r := awaitReply(t, c, m, 2*time.Minute)
+	took := time.Since(killed)
+	t.Logf("the sandboxed room was answered %s after its node was killed", took.Round(time.Second))
+	s = getSession(t, c, session)
+	if s.Runtime == nil || s.Runtime.Node != other[first] || s.ProviderSessionID != thread {
+		t.Fatalf("after the kill: runtime %+v, thread %q (want %q on %s)", s.Runtime, s.ProviderSessionID, thread, other[first])
+	}
+	if hs := hostsOf(t, c, agent); len(hs) != 1 || hs[0].Node != other[first] {
+		t.Fatalf("hosts %+v, want the one host on node %s", hs, other[first])
+	}
+	if !strings.Contains(r.Text, "turns remembered: 1") {
+		t.Fatalf("reply %q: the provider thread did not carry its earlier turn", r.Text)
+	}
+	if took > 45*time.Second {
+		t.Fatalf("answered %s after the kill, want within 45 s", took.Round(time.Second))
+	}
+	wait.Never(t, 2*time.Second, func() bool { return len(repliesTo(t, c, m)) != 1 },
+		fmt.Sprintf("message %s answered other than exactly once", m.ID))
+
+	// The killed node's sandbox may still run (the microVM outlives its worker): when that
+	// node starts again it stops the sandbox of the host that moved away before it serves.
+	sandboxOn := func(node string) sandbox.Sandbox {
+		cmd := exec.Command(fakesbx.Binary(t), "ls", "--json")
+		cmd.Env = append(os.Environ(), "FAKESBX_STATE="+sbxState[node])
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("sbx ls on %s: %v", node, err)
+		}
+		list, err := sandbox.ParseList(out)
+		if err != nil || len(list) != 1 {
+			t.Fatalf("sandboxes on %s: %+v %v, want one", node, list, err)
+		}
+		return list[0]
+	}
+	if sb := sandboxOn(first); sb.Status != domain.SandboxRunning {
+		t.Fatalf("the killed node's sandbox is %s before it returned, want it still running", sb.Status)
+	}
+	nodes[first].start(t, p)
+	wait.Eventually(t, time.Minute, func() bool { return sandboxOn(first).Status != domain.SandboxRunning },
+		"the returned node to stop its sandbox of the moved host")
+	if sb := sandboxOn(other[first]); sb.Status != domain.SandboxRunning {
+		t.Fatalf("the serving node's sandbox is %s, want running", sb.Status)
 	}
 }
