@@ -19,6 +19,8 @@ type production struct {
 	server *proc
 	// url is the API's base URL, for the CLI (JAM_URL).
 	url string
+	// temporal is the Temporal frontend's address.
+	temporal string
 }
 
 func startProductionServer(t *testing.T, token string) production {
@@ -35,5 +37,6 @@ func startProductionServer(t *testing.T, token string) production {
 	}
 	server := startJam(t, append(base, "JAM_HOME="+t.TempDir(), "JAM_API_TOKEN="+token), "server", "--listen", listen)
 	waitHTTP(t, "http://"+listen+"/readyz", http.StatusOK, 30*time.Second)
-	return production{base: base, client: apiClient("http://"+listen, token), server: server, url: "http://" + listen}
+	return production{base: base, client: apiClient("http://"+listen, token), server: server, url: "http://" + listen,
+		temporal: ts.FrontendAddress()}
 }

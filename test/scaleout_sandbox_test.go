@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/sandbox"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
+	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
 	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
@@ -146,6 +148,17 @@ func TestASandboxedRoomMovesWithItsHostToANodeSharingItsHostStoreWhenItsNodeDies
 	}
 	wait.Never(t, 2*time.Second, func() bool { return len(repliesTo(t, c, m)) != 1 },
 		fmt.Sprintf("message %s answered other than exactly once", m.ID))
+
+	// With JAM_RECORD_HISTORIES set, the histories of the move are kept for the replay suite
+	// (the host-rehome branch of RuntimeHost and the room's wake on another node).
+	if dir := os.Getenv("JAM_RECORD_HISTORIES"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		tc := temporaltest.Dial(t, p.temporal)
+		writeHistories(t, tc, dir, "runtimehost-moved", contract.RuntimeHostID(*s.Runtime.Host))
+		writeHistories(t, tc, dir, "roomsession-sandboxed-moved", contract.RoomSessionID(session))
+	}
 
 	// The killed node's sandbox may still run (the microVM outlives its worker): when that
 	// node starts again it stops the sandbox of the host that moved away before it serves.
