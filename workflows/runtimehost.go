@@ -293,7 +293,8 @@ func (r *runtimeHost) park(ctx workflow.Context) {
 	// Cancelling creates no command unless follow cancels (a host moving off its dead node).
 	pctx, cancel := workflow.WithCancel(ctx)
 	r.parkCancel = cancel
-	defer func() { r.parkCancel = nil }()
+	// Cancelled at the end, its activities are done: that creates no command either.
+	defer func() { r.parkCancel = nil; cancel() }()
 	r.checkpoint(pctx, reason) // every member is gone: the state is quiesced
 	r.s.ParkReason = ""
 	err := workflow.ExecuteActivity(r.nodeCtx(pctx, sandboxLifecycleTimeout, 3), r.sbx.ParkSandbox,

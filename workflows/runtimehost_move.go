@@ -29,13 +29,16 @@ func (r *runtimeHost) follow(ctx workflow.Context, node string) error {
 	if node == r.host.Node || workflow.GetVersion(ctx, versionHostRehome, workflow.DefaultVersion, 1) < 1 {
 		return nil
 	}
+	from := r.host.Node
 	var out contract.LoadHostResult
 	err := workflow.ExecuteActivity(r.jamCtx(ctx), r.hosts.RehomeHost, activities.RehomeHostInput{Host: r.in.Host, Node: node}).Get(ctx, &out)
 	if err != nil {
 		r.s.LastError = "move to node " + node + ": " + errorText(err)
 		return err
 	}
-	if out.Node != node || out.Node == r.host.Node {
+	// The record names where the host is now: node, or another node a member placed
+	// elsewhere moved it to first (the store moves it once), or still from.
+	if out.Node == from {
 		return nil
 	}
 	if r.parkCancel != nil {
@@ -45,8 +48,8 @@ func (r *runtimeHost) follow(ctx workflow.Context, node string) error {
 		return err
 	}
 	defer func() { r.busy = false }()
-	if out.Node == r.host.Node {
-		return nil // another member's acquire moved it while this one waited
+	if r.host.Node != from {
+		return nil // another member's acquire adopted a move while this one waited
 	}
 	workflow.GetLogger(ctx).Info("runtime host moved to a node sharing its host store", "host", r.in.Host,
 		"from", r.host.Node, "to", out.Node)

@@ -81,3 +81,34 @@ func TestAHostWhoseNodeIsFencedFollowsItsMemberToANodeSharingItsStore(t *testing
 		t.Fatalf("status %+v, want one move and the leases of b and c", status)
 	}
 }
+
+// TestMembersPlacedOnDifferentSharersAllFollowTheOneMove: two members of a Shared host placed
+// on different nodes at once both ask the store, which moves the host once; each runs where
+// the host now is — neither gets a lease on the dead node.
+func TestMembersPlacedOnDifferentSharersAllFollowTheOneMove(t *testing.T) {
+	e := newHostEnv(t)
+	var h *activities.Hosts
+	// The member placed on n2 asked the store first: the host is on n2 for everyone after.
+	e.env.OnActivity(h.RehomeHost, mock.Anything, mock.Anything).Return(contract.LoadHostResult{Node: "n2",
+		Placement: domain.PlacementShared, State: domain.HostActive, SandboxName: "jam-0123456789abcdef"}, nil)
+	a, b := uuid.New(), uuid.New()
+	var errs [2]error
+	leases := make([]contract.HostLease, 2)
+	for i, req := range []contract.LeaseRequest{{RuntimeSession: b, Node: "n3"}, {RuntimeSession: a, Node: "n2"}} {
+		e.env.RegisterDelayedCallback(func() {
+			e.env.UpdateWorkflow(contract.UpdateAcquire, uuid.NewString(), &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { errs[i] = err }, OnAccept: func() {},
+				OnComplete: func(v interface{}, err error) { errs[i] = err; leases[i], _ = v.(contract.HostLease) }}, req)
+		}, time.Duration(i+1)*time.Second)
+	}
+	e.run(time.Minute)
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("acquires: %v", errs)
+	}
+	if leases[0].Node != "n2" || leases[1].Node != "n2" {
+		t.Fatalf("leases on %q and %q, want both on n2 (where the host moved)", leases[0].Node, leases[1].Node)
+	}
+	if !slices.Equal(e.ensuredOn, []string{contract.NodeTaskQueue("n2")}) {
+		t.Fatalf("sandbox made ready on %v, want once on n2", e.ensuredOn)
+	}
+}
