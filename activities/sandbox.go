@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -347,6 +349,50 @@ func (s *Sandbox) StopMovedSandboxes(ctx context.Context, in StopMovedSandboxesI
 		}
 		if err := m.Park(ctx, OwnerOf(h), sb.Name); err != nil {
 			errs = append(errs, fmt.Errorf("stop sandbox %s of runtime host %s (now on node %s): %w", sb.Name, h.ID, h.Node, err))
+			continue
+		}
+		stopped = append(stopped, sb.Name)
+	}
+	return stopped, errors.Join(errs...)
+}
+
+// StopSandboxesInStoreInput is empty; the node is the worker's own.
+type StopSandboxesInStoreInput struct{}
+
+// StopSandboxesInStore stops, after ownership proof, every running sandbox of this node whose
+// workspace is in the node's host store: a host another node may take once this one is
+// fenced. Killing the `sbx exec` clients (the fence) does not stop what runs in the guest, so
+// a node that lost its store stops the microVMs too. It reads only the node's own owner
+// markers and `sbx`, never the store, which it may be unable to reach; it returns the names
+// it stopped.
+func (s *Sandbox) StopSandboxesInStore(ctx context.Context, _ StopSandboxesInStoreInput) ([]string, error) {
+	store := s.Layout.Hosts
+	if store == "" {
+		return nil, nil
+	}
+	m, err := s.manager(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list, err := m.Driver.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	var stopped []string
+	var errs []error
+	for _, sb := range list {
+		if sb.Status != domain.SandboxRunning {
+			continue
+		}
+		mk, err := m.Markers.Read(sb.Name)
+		if err != nil {
+			continue // not one Jam made on this node
+		}
+		if rel, err := filepath.Rel(store, mk.Plan.Workspace); err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+			continue
+		}
+		if err := m.Park(ctx, mk.Plan.Owner, sb.Name); err != nil {
+			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", sb.Name, err))
 			continue
 		}
 		stopped = append(stopped, sb.Name)

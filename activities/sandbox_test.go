@@ -152,3 +152,43 @@ func TestARetriedCaptureRepairsTheManifestToRecordCrashWindow(t *testing.T) {
 	require.Equal(t, int64(len("thread")), rec.PayloadBytes)
 	require.Equal(t, 1, out.Files)
 }
+
+// TestAFencedNodeStopsOnlyTheSandboxesWhoseRootsAreInItsHostStore: a node that lost its store
+// stops (ownership-proved, without reading the store) the running sandboxes whose workspace
+// is in its host store — another node may soon serve those hosts — and leaves the others.
+func TestAFencedNodeStopsOnlyTheSandboxesWhoseRootsAreInItsHostStore(t *testing.T) {
+	ctx := context.Background()
+	status := func(w *sandboxWorld) domain.SandboxStatus {
+		d, err := w.acts.Driver(ctx)
+		require.NoError(t, err)
+		list, err := d.List(ctx)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		return list[0].Status
+	}
+	stop := func(w *sandboxWorld) []string {
+		v, err := w.env.ExecuteActivity(w.acts.StopSandboxesInStore, activities.StopSandboxesInStoreInput{})
+		require.NoError(t, err)
+		var out []string
+		require.NoError(t, v.Get(&out))
+		return out
+	}
+	// In the store: stopped.
+	in := newSandboxWorld(t, domain.AuthProviderLogin)
+	in.acts.Layout.Hosts = t.TempDir()
+	_, err := in.ensure()
+	require.NoError(t, err)
+	require.Equal(t, domain.SandboxRunning, status(in))
+	require.Equal(t, []string{in.host.SandboxName}, stop(in))
+	require.Equal(t, domain.SandboxStopped, status(in))
+	require.Empty(t, stop(in), "a stopped sandbox is stopped again")
+
+	// Its root in the node's own data directory (made before the store was configured):
+	// left running.
+	out := newSandboxWorld(t, domain.AuthProviderLogin)
+	_, err = out.ensure()
+	require.NoError(t, err)
+	out.acts.Layout.Hosts = t.TempDir()
+	require.Empty(t, stop(out))
+	require.Equal(t, domain.SandboxRunning, status(out))
+}

@@ -172,10 +172,14 @@ func placementAsk(c domain.TemplateConfig, previous string) domain.PlacementAsk 
 	// A host-native runtime that ran on a node left its workspace and provider state there.
 	ask := domain.PlacementAsk{Previous: previous, Pinned: !sandboxed, Provider: row.Provider, Sandboxed: sandboxed}
 	// Where its managed workspace and the provider's state are both in its host root, a node
-	// sharing that node's host store reaches them as well. A sandboxed runtime's always are
-	// (the provider-state directory and checkpoints are in the root), unless its workspace is
-	// a directory of its node's own.
-	ask.Movable = (sandboxed || row.SessionState) && c.Sandbox.DirectHostPath() == ""
+	// sharing that node's host store reaches them as well. A sandboxed runtime's provider
+	// state and checkpoints always are; its workspace only when it is the managed one (a
+	// direct host path is its node's own, a private clone lives inside its microVM).
+	ask.Movable = !sandboxed && row.SessionState && c.Sandbox.DirectHostPath() == ""
+	if sandboxed {
+		src := c.Sandbox.WorkspaceSource
+		ask.Movable = src == "" || src == domain.WorkspaceManaged
+	}
 	// It resolves the catalog command on its node unless the template names its own
 	// executable; a sandboxed one runs the CLI of its image.
 	if !sandboxed && c.Command == "" {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/testsupport/wait"
@@ -43,7 +44,7 @@ func TestANodeSharingItsHostStoreKillsItsMovableRuntimesWhenItsHeartbeatLapses(t
 		w := &Workers{runtimes: r, fenceDone: make(chan struct{})}
 		w.lastBeat.Store(time.Now().Add(-time.Minute).UnixNano()) // lapsed
 		ctx, cancel := context.WithCancel(context.Background())
-		go w.fence(ctx, cfg, 2*time.Second)
+		go w.fence(ctx, cfg, 2*time.Second, &activities.Sandbox{})
 		if !shared {
 			wait.Never(t, 2500*time.Millisecond, func() bool { return r.Len() != 2 }, "a node with its own host store fenced")
 			cancel()

@@ -268,9 +268,8 @@ func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 		w.mcp.close()
 		return nil, fmt.Errorf("start worker for queue %s: %w", contract.TaskQueue, err)
 	}
-	if cfg.HostStore != "" {
-		stopMovedSandboxes(ctx, cfg, sbx)
-	}
+	// Even without a host store now: its hosts may have moved while it had one.
+	stopMovedSandboxes(ctx, cfg, sbx)
 	if err := w.node.Start(); err != nil {
 		w.shared.Stop()
 		w.mcp.close()
@@ -282,7 +281,7 @@ func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 	w.lastBeat.Store(time.Now().UnixNano()) // registered just now
 	go w.heartbeat(beatCtx, cfg, node)
 	w.fenceDone = make(chan struct{})
-	go w.fence(beatCtx, cfg, FenceAfter)
+	go w.fence(beatCtx, cfg, FenceAfter, sbx)
 	w.sandboxDone = make(chan struct{})
 	go w.probeSandbox(beatCtx, cfg, sbx)
 	w.clisDone = make(chan struct{})
@@ -292,13 +291,18 @@ func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 	return w, nil
 }
 
-// movedSandboxesWithin bounds the start-up sweep of sandboxes whose hosts moved away.
-const movedSandboxesWithin = time.Minute
+// movedSandboxesWithin bounds the start-up sweep of sandboxes whose hosts moved away: well
+// under NodeStaleAfter, as the node has registered but not yet heartbeats.
+const movedSandboxesWithin = 10 * time.Second
+
+// sandboxFenceWithin bounds a fence's stop of the sandboxes in the host store.
+const sandboxFenceWithin = 2 * time.Minute
 
 // stopMovedSandboxes stops this node's sandboxes whose runtime hosts moved to another node
 // sharing its host store while it was fenced, before the node serves its queue (so no
 // acquire here races the sweep). A node without a usable `sbx` has none; a failure is logged
-// and the node serves anyway (an acquire here still fences its own host's orphan).
+// and the node serves anyway (an acquire here still fences its own host's orphan, and the
+// fence stopped the store's sandboxes when it lost its heartbeat while alive).
 func stopMovedSandboxes(ctx context.Context, cfg Config, sbx *activities.Sandbox) {
 	ctx, cancel := context.WithTimeout(ctx, movedSandboxesWithin)
 	defer cancel()
@@ -307,7 +311,7 @@ func stopMovedSandboxes(ctx context.Context, cfg Config, sbx *activities.Sandbox
 		cfg.Logger.Warn("stopped sandboxes whose runtime hosts moved to another node while this one was fenced",
 			"node", cfg.Node, "sandboxes", stopped)
 	}
-	if err != nil {
+	if err != nil && !contract.Is(err, domain.ErrTypeSandboxUnavailable) {
 		cfg.Logger.Warn("sweep of sandboxes whose hosts moved away", "node", cfg.Node, "error", err)
 	}
 }
@@ -530,7 +534,7 @@ const FenceAfter = domain.NodeStaleAfter - domain.NodeHeartbeatInterval
 // fence kills the node's movable runtimes whenever its last recorded heartbeat is older
 // than after (once per outage), when its host store is shared. A beat's time is taken
 // before it is sent, so it is never later than the database's time for it (clocks agreeing).
-func (w *Workers) fence(ctx context.Context, cfg Config, after time.Duration) {
+func (w *Workers) fence(ctx context.Context, cfg Config, after time.Duration, sbx *activities.Sandbox) {
 	defer close(w.fenceDone)
 	if cfg.HostStore == "" {
 		return
@@ -552,6 +556,15 @@ func (w *Workers) fence(ctx context.Context, cfg Config, after time.Duration) {
 		n := w.runtimes.Fence(ctx)
 		cfg.Logger.Error("no heartbeat recorded for too long: another node sharing the host store may run this node's rooms, so their runtimes were killed",
 			"node", cfg.Node, "host_store", cfg.HostStore, "last_heartbeat", time.Unix(0, last).UTC(), "runtimes", n)
+		// What the providers left running in their microVMs outlives their `sbx exec`:
+		// the sandboxes whose roots are in the store stop too (a node without sbx has none).
+		sctx, cancel := context.WithTimeout(ctx, sandboxFenceWithin)
+		stopped, err := sbx.StopSandboxesInStore(sctx, activities.StopSandboxesInStoreInput{})
+		cancel()
+		if len(stopped) > 0 || (err != nil && !contract.Is(err, domain.ErrTypeSandboxUnavailable)) {
+			cfg.Logger.Error("fenced: sandboxes whose roots are in the host store stopped", "node", cfg.Node,
+				"sandboxes", stopped, "error", err)
+		}
 	}
 }
 
