@@ -11,6 +11,7 @@ import (
 
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/store"
 	"golang.org/x/sys/unix"
 )
@@ -27,6 +28,8 @@ type Node struct {
 	Env []string
 	// Adapters are the provider families the node runs.
 	Adapters []domain.Provider
+	// Groups records the process groups of CLI probes while they run (nil records none).
+	Groups provider.GroupRecorder
 }
 
 // DescribeNodeInput is empty; the node is chosen by the task queue.

@@ -68,7 +68,7 @@ func (n *Node) probeCLI(ctx context.Context, row domain.TransportSpec, pins map[
 		cli.Problem = err.Error()
 		return cli
 	}
-	exe, err := resolveCLI(ctx, row, "", pins, n.Env, env)
+	exe, err := resolveCLI(ctx, row, "", pins, n.Env, env, n.Groups)
 	var refusal *provider.ResolutionRefusal
 	switch {
 	case errors.As(err, &refusal):

@@ -50,6 +50,8 @@ type Runtimes struct {
 	// Sandbox is the node's `sbx` driver source, for sandboxed runtimes.
 	Sandbox *Sandbox
 	Log     *slog.Logger
+	// Groups records the process groups of executable probes while they run (nil: none).
+	Groups provider.GroupRecorder
 	// Poke signals an owned agent's room session that its room has backlog. A turn's reply
 	// that wakes pokes the room's other owned agents at once instead of leaving them for
 	// Reconcile. nil pokes no one.
@@ -346,14 +348,15 @@ func (r *Runtimes) resolve(ctx context.Context, row domain.TransportSpec, c doma
 	if err != nil {
 		return provider.ResolvedExecutable{}, err
 	}
-	return resolveCLI(ctx, row, c.Command, pins, worker, env)
+	return resolveCLI(ctx, row, c.Command, pins, worker, env, r.Groups)
 }
 
 // resolveCLI resolves row's command as a host-native runtime does (explicit: the template's
 // own executable, "" for none); the node's CLI probe asks the same question.
-func resolveCLI(ctx context.Context, row domain.TransportSpec, explicit string, pins map[string]string, worker, env []string) (provider.ResolvedExecutable, error) {
+func resolveCLI(ctx context.Context, row domain.TransportSpec, explicit string, pins map[string]string, worker, env []string,
+	groups provider.GroupRecorder) (provider.ResolvedExecutable, error) {
 	req := provider.ExecutableRequest{Command: row.Command, Explicit: explicit, Env: envLookup(worker),
-		PATH: envLookup(env)("PATH"), ProbeEnv: env, Pins: pins}
+		PATH: envLookup(env)("PATH"), ProbeEnv: env, Pins: pins, Groups: groups}
 	return provider.ResolveExecutable(ctx, req)
 }
 

@@ -92,6 +92,7 @@ func startJam(t *testing.T, env []string, args ...string) *proc {
 			_ = cmd.Process.Kill()
 			<-p.exited
 		}
+		awaitGroupsReaped(cmd.Env)
 		if t.Failed() {
 			p.mu.Lock()
 			t.Logf("jam %v stdout:\n%s\nstderr (last 8 KiB):\n%s", args, p.stdout.String(), tail(p.stderr.String(), 8<<10))
@@ -99,6 +100,27 @@ func startJam(t *testing.T, env []string, args ...string) *proc {
 		}
 	})
 	return p
+}
+
+// awaitGroupsReaped waits (10 s at most) until the process groups a killed jam recorded under
+// its JAM_HOME are reaped by its process guard: what they started (a provider CLI's first run
+// unpacking into HOME) must not write into the test's directories while they are removed.
+func awaitGroupsReaped(env []string) {
+	home := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "JAM_HOME="); ok {
+			home = v
+		}
+	}
+	if home == "" {
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		left, _ := filepath.Glob(filepath.Join(home, "nodes", "*", "process-groups", "*.json"))
+		if len(left) == 0 {
+			return
+		}
+	}
 }
 
 type lockedWriter struct {

@@ -246,11 +246,11 @@ func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 		sbx.ToolTarget = ep.GuestTarget
 	}
 	nodeActs := &activities.Node{Name: cfg.Node, DataDir: cfg.DataDir, Version: cfg.Version, StartedAt: node.StartedAt,
-		Store: cfg.Store, Env: cfg.Env, Adapters: node.Adapters}
+		Store: cfg.Store, Env: cfg.Env, Adapters: node.Adapters, Groups: records}
 	w.node.RegisterActivity(nodeActs)
 	w.node.RegisterActivity(sbx)
 	w.node.RegisterActivity(&activities.Checkpoints{Store: cfg.Store, Layout: layout})
-	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Node: cfg.Node, Table: w.runtimes, Permissions: w.permissions,
+	w.node.RegisterActivity(&activities.Runtimes{Store: cfg.Store, Node: cfg.Node, Table: w.runtimes, Permissions: w.permissions, Groups: records,
 		Poke:   starter.Poke,
 		Layout: layout, Sandbox: sbx, Log: cfg.Logger.With("component", "runtimes"), Pause: cfg.Pause, Env: cfg.Env,
 		ReadyTimeout: cfg.Lifecycle.ReadyTimeout, Tools: toolBackend, MCP: w.mcp.endpoints()})

@@ -19,6 +19,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jam-dev/jam/internal/procgroup"
 )
 
 // ExecutableSource says where a resolved executable came from.
@@ -81,6 +83,17 @@ type ExecutableRequest struct {
 	// get); nil is an empty one, never the worker's. PATH is set to the searched PATH
 	// either way.
 	ProbeEnv []string
+	// Groups, when set, records each probe's process group while it runs, so a worker
+	// killed mid-probe leaves its reaper (the process guard, the next start) a record: a
+	// CLI's first run may start children that unpack for a while (Copilot's runtime),
+	// beyond the reach of the probe's Pdeathsig.
+	Groups GroupRecorder
+}
+
+// GroupRecorder persists the process groups a worker starts (procgroup.Recorder).
+type GroupRecorder interface {
+	Add(pid int, runtimeSession string) (procgroup.Record, error)
+	Remove(rec procgroup.Record) error
 }
 
 // ResolvedExecutable is the executable to run. Path is always absolute.
@@ -402,7 +415,22 @@ func runProbe(ctx context.Context, req ExecutableRequest, c *Candidate) error {
 		env = withEnv(env, []string{"PATH=" + req.PATH})
 	}
 	cmd.Env = env
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil && req.Groups != nil {
+		rec, rerr := req.Groups.Add(cmd.Process.Pid, "")
+		switch {
+		case rerr == nil:
+			defer func() { _ = req.Groups.Remove(rec) }() // after the group is killed below
+		case !errors.Is(rerr, procgroup.ErrLeaderGone):
+			// Not run unrecorded: it could outlive a crash unowned.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			return fmt.Errorf("probe %s: %w", c.Path, rerr)
+		}
+	}
+	if err == nil {
+		err = cmd.Wait()
+	}
 	if cmd.Process != nil {
 		// Nothing a version probe started may outlive it.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)

@@ -6,8 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jam-dev/jam/internal/procgroup"
 )
 
 // Tests here do not run in parallel: writing an executable while another test forks can
@@ -585,5 +589,47 @@ func TestAnUnchangedExecutableIsProbedOnceAndAReplacedOneAgain(t *testing.T) {
 	}
 	if n := probed(); n != 2 {
 		t.Fatalf("probed %d times, want a second probe after the upgrade", n)
+	}
+}
+
+// groupLog records what a probe records (a fake procgroup.Recorder).
+type groupLog struct {
+	mu              sync.Mutex
+	added, removed  []int
+	aliveWhileAdded bool
+}
+
+func (g *groupLog) Add(pid int, _ string) (procgroup.Record, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.added = append(g.added, pid)
+	g.aliveWhileAdded = syscall.Kill(-pid, 0) == nil // its group exists: recorded while it runs
+	return procgroup.Record{PGID: pid, LeaderPID: pid}, nil
+}
+
+func (g *groupLog) Remove(rec procgroup.Record) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.removed = append(g.removed, rec.PGID)
+	return nil
+}
+
+// TestAVersionProbeIsRecordedWhileItRuns: a worker killed mid-probe must leave its reaper a
+// record of the probe's process group (a CLI's first run may start children that outlive
+// the probe's Pdeathsig), and the record goes once the group is killed.
+func TestAVersionProbeIsRecordedWhileItRuns(t *testing.T) {
+	dir := toolDir(t, `sleep 0.2; echo "agent 1.2.3"`)
+	g := &groupLog{}
+	if _, err := ResolveExecutable(context.Background(), ExecutableRequest{Command: testCommand, Env: noEnv, PATH: dir,
+		Groups: g}); err != nil {
+		t.Fatalf("ResolveExecutable: %v", err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.added) != 1 || !g.aliveWhileAdded || len(g.removed) != 1 || g.removed[0] != g.added[0] {
+		t.Fatalf("recorded %v (alive %v), removed %v: want one group recorded while it ran, then removed", g.added, g.aliveWhileAdded, g.removed)
+	}
+	if err := syscall.Kill(-g.added[0], 0); err == nil {
+		t.Fatal("the probe's group outlived it")
 	}
 }
