@@ -24,11 +24,14 @@ type HostLeaseBody struct {
 	Quiesced    bool        `json:"quiesced"`
 	LastError   string      `json:"last_error,omitempty"`
 	Checkpoints int         `json:"checkpoints"`
+	// Moves counts the times the host moved to another node (its own was fenced).
+	Moves int `json:"moves,omitempty"`
 }
 
 func hostLeaseBody(s contract.RuntimeHostStatus) *HostLeaseBody {
 	return &HostLeaseBody{Leases: s.Leases, Ready: s.Ready, ParkFailed: s.ParkFailed, Controlling: s.Controlling,
-		Permits: s.Permits, Quiesced: s.Quiesced, LastError: s.LastError, Checkpoints: s.Checkpoints}
+		Permits: s.Permits, Quiesced: s.Quiesced, LastError: s.LastError, Checkpoints: s.Checkpoints,
+		Moves: s.Moves}
 }
 
 // ContinuityReportBody is a continuity inspection of a host.
