@@ -190,14 +190,23 @@ func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	guard, err := startGuard(cfg.ProcessGuard, layout.ProcessGroupsDir(cfg.Node))
+	guardArgs := []string{"--dir", layout.ProcessGroupsDir(cfg.Node)}
+	if cfg.HostStore != "" {
+		// A killed worker's sandboxes in the store are the guard's to stop (the fence's,
+		// had the worker lived).
+		guardArgs = append(guardArgs, "--home", layout.Root, "--host-store", cfg.HostStore,
+			"--sbx", cfg.Sbx.Sbx, "--sbx-path", cfg.Sbx.PATH)
+	}
+	guard, err := startGuard(cfg.ProcessGuard, guardArgs)
 	if err != nil {
 		// The next start still reaps what a killed worker left: run without.
 		cfg.Logger.Warn("process guard not started", "error", err)
 	}
 	defer func() {
 		if retErr != nil && guard != nil {
-			_ = guard.Close() // a worker that did not start ends its guard now
+			// A worker that did not start ran nothing: it ends its guard now.
+			_, _ = guard.WriteString(GuardStopped + "\n")
+			_ = guard.Close()
 		}
 	}()
 
@@ -342,11 +351,15 @@ func startProcessGroups(ctx context.Context, dir string, log *slog.Logger) (*pro
 	return rec, nil
 }
 
-// startGuard starts the process guard (argv + --dir dir) in a session of its own, so a signal
+// GuardStopped is what a worker that stopped (not killed) writes to its guard before closing
+// the pipe: the guard then leaves the sandboxes alone.
+const GuardStopped = "stopped"
+
+// startGuard starts the process guard (argv + args) in a session of its own, so a signal
 // meant for the worker's group or terminal does not end it first, with a pipe as its stdin whose
 // write end only this process holds (close-on-exec: no provider inherits it). It returns
 // that end; nil when argv is empty.
-func startGuard(argv []string, dir string) (*os.File, error) {
+func startGuard(argv []string, args []string) (*os.File, error) {
 	if len(argv) == 0 {
 		return nil, nil
 	}
@@ -355,7 +368,7 @@ func startGuard(argv []string, dir string) (*os.File, error) {
 		return nil, fmt.Errorf("process guard: %w", err)
 	}
 	defer r.Close()
-	cmd := exec.Command(argv[0], append(slices.Clone(argv[1:]), "--dir", dir)...)
+	cmd := exec.Command(argv[0], append(slices.Clone(argv[1:]), args...)...)
 	cmd.Stdin, cmd.Stderr = r, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -421,6 +434,7 @@ func (w *Workers) Stop() {
 		w.runtimes.Shutdown(ctx)
 		cancel()
 		if w.guard != nil {
+			_, _ = w.guard.WriteString(GuardStopped + "\n")
 			_ = w.guard.Close() // nothing is left for it: it finds no record and exits
 		}
 		w.stopBeat()

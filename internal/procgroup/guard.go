@@ -22,6 +22,12 @@ const (
 // workspace until then. It returns when no record is left or after guardTries rounds.
 func Guard(ctx context.Context, worker io.Reader, dir string, log *slog.Logger) error {
 	_, _ = io.Copy(io.Discard, worker)
+	return Settle(ctx, dir, log)
+}
+
+// Settle is Guard once its worker ended: it reaps every group the worker's records in dir
+// name until none is left or after guardTries rounds.
+func Settle(ctx context.Context, dir string, log *slog.Logger) error {
 	for i := 0; i < guardTries; i++ {
 		rep, err := Reap(ctx, dir, nil, log)
 		if err == nil && len(rep.Kept) == 0 && len(rep.Unsettled) == 0 {
