@@ -133,12 +133,16 @@ func loadHostResult(r domain.RuntimeHost) contract.LoadHostResult {
 type RehomeHostInput struct {
 	Host uuid.UUID `json:"host"`
 	Node string    `json:"node"`
+	// Parked: the host has no member and its sandbox is stopped (its workflow holds the
+	// sandbox lock), so it may leave a draining node too.
+	Parked bool `json:"parked,omitempty"`
 }
 
-// RehomeHost moves the host to the node when its own node is fenced and both reach one host
-// store (store.RehomeHost), and returns the host as it stands after.
+// RehomeHost moves the host to the node when its own node is fenced (or draining, for a parked
+// host) and both reach one host store (store.RehomeHost), and returns the host as it stands
+// after.
 func (h *Hosts) RehomeHost(ctx context.Context, in RehomeHostInput) (contract.LoadHostResult, error) {
-	r, err := h.Store.RehomeHost(ctx, in.Host, in.Node)
+	r, err := h.Store.RehomeHost(ctx, in.Host, in.Node, in.Parked)
 	if errors.Is(err, store.ErrNotFound) {
 		return contract.LoadHostResult{}, contract.Fail(err.Error(), domain.ErrTypeHostScope, err)
 	}

@@ -358,9 +358,9 @@ func (s *Sessions) movable(ctx context.Context, nodes []domain.Node, now time.Ti
 		// Where its next wake would go once it stopped here.
 		ask := placementAsk(hs.Config, p.Node)
 		ask.HostStore = p.HostStore
-		// A sandboxed host moves, with all its members, only off a fenced node: a draining
-		// one keeps it (domain.MayRehome).
-		if !ask.Movable || ask.Sandboxed || hs.Removed {
+		// A sandboxed one's host moves once parked, after every member stopped
+		// (domain.MayRehome): each is told.
+		if !ask.Movable || hs.Removed {
 			continue
 		}
 		// Its own slot is on the draining node, so the others' counts are as a wake sees them.

@@ -112,3 +112,66 @@ func TestMembersPlacedOnDifferentSharersAllFollowTheOneMove(t *testing.T) {
 		t.Fatalf("sandbox made ready on %v, want once on n2", e.ensuredOn)
 	}
 }
+
+// TestAParkedHostLeavesADrainingNodeButALiveOneStays: off a node that is not fenced (a
+// draining one) the host moves only while parked — asked under its sandbox lock, so no member
+// makes it ready there meanwhile; while a member holds it, members run on its node.
+func TestAParkedHostLeavesADrainingNodeButALiveOneStays(t *testing.T) {
+	e := newHostEnv(t)
+	var h *activities.Hosts
+	var asked []bool
+	e.env.OnActivity(h.RehomeHost, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RehomeHostInput) (contract.LoadHostResult, error) {
+			asked = append(asked, in.Parked)
+			node := "n1" // draining: only a parked host may leave
+			if in.Parked {
+				node = in.Node
+			}
+			return contract.LoadHostResult{Node: node, Placement: domain.PlacementShared, State: domain.HostParked,
+				SandboxName: "jam-0123456789abcdef"}, nil
+		})
+	a, b := uuid.New(), uuid.New()
+	var errs [4]error
+	leases := make([]contract.HostLease, 4)
+	steps := []struct {
+		at   time.Duration
+		name string
+		req  contract.LeaseRequest
+	}{
+		{time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: a, Node: "n1"}},
+		{2 * time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: b, Node: "n2"}}, // a holds it
+		{3 * time.Second, contract.UpdateRelease, contract.LeaseRequest{RuntimeSession: a}},
+		{4 * time.Second, contract.UpdateRelease, contract.LeaseRequest{RuntimeSession: b}},
+	}
+	for i, s := range steps {
+		e.env.RegisterDelayedCallback(func() {
+			e.env.UpdateWorkflow(s.name, uuid.NewString(), &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { errs[i] = err }, OnAccept: func() {},
+				OnComplete: func(v interface{}, err error) { errs[i] = err; leases[i], _ = v.(contract.HostLease) }}, s.req)
+		}, s.at)
+	}
+	var again error
+	var lease contract.HostLease
+	e.env.RegisterDelayedCallback(func() { // parked now
+		e.env.UpdateWorkflow(contract.UpdateAcquire, uuid.NewString(), &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { again = err }, OnAccept: func() {},
+			OnComplete: func(v interface{}, err error) { again = err; lease, _ = v.(contract.HostLease) }},
+			contract.LeaseRequest{RuntimeSession: a, Node: "n2"})
+	}, 10*time.Second)
+	e.run(time.Minute)
+	for i, err := range append(errs[:], again) {
+		if err != nil {
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	if leases[1].Node != "n1" || lease.Node != "n2" {
+		t.Fatalf("while held: lease on %q (want n1); once parked: on %q (want n2)", leases[1].Node, lease.Node)
+	}
+	if !slices.Equal(asked, []bool{false, false, true}) {
+		t.Fatalf("asked the store %v, want: not parked (held), not parked then parked (after the park)", asked)
+	}
+	want := []string{contract.NodeTaskQueue("n1"), contract.NodeTaskQueue("n2")}
+	if !slices.Equal(e.ensuredOn, want) {
+		t.Fatalf("sandbox made ready on %v, want %v", e.ensuredOn, want)
+	}
+}

@@ -250,10 +250,10 @@ func movedTo(nodes []Node, now time.Time, ask PlacementAsk) *Node {
 		return nil
 	case age <= NodeStaleAfter && ask.Running:
 		return nil
-	case age <= NodeFencedAfter && ask.Sandboxed:
-		// A sandboxed host moves as a whole, with every member's runtime: only once its node
-		// is fenced (MayRehome). While the node lives, draining or full, the sandbox stays
-		// with it.
+	case age <= NodeFencedAfter && ask.Sandboxed && !(age <= NodeStaleAfter && prev.Draining):
+		// A sandboxed host moves as a whole, with every member: off a fenced node, or off a
+		// draining one once parked (MayRehome; the host refuses while a member runs). A full
+		// node keeps it: the wake waits for a slot there.
 		return nil
 	}
 	var best *Node
@@ -267,11 +267,13 @@ func movedTo(nodes []Node, now time.Time, ask PlacementAsk) *Node {
 }
 
 // MayRehome reports whether a sandboxed runtime host on from may move to to: from is fenced
-// (no heartbeat for NodeFencedAfter, so its fence has killed what ran there), to is live,
-// undrained, may run sandboxes and reaches the same host store, where the host's root (its
-// workspaces, provider state and checkpoints) is.
-func MayRehome(from, to Node, now time.Time) bool {
-	return from.Name != to.Name && to.SharesHostStore(from) && now.Sub(from.HeartbeatAt) > NodeFencedAfter &&
+// (no heartbeat for NodeFencedAfter, so its fence has killed what ran there) or, for a parked
+// host (no member, its sandbox stopped), draining; to is live, undrained, may run sandboxes
+// and reaches the same host store, where the host's root (its workspaces, provider state and
+// checkpoints) is.
+func MayRehome(from, to Node, now time.Time, parked bool) bool {
+	leaves := now.Sub(from.HeartbeatAt) > NodeFencedAfter || (parked && from.Draining)
+	return leaves && from.Name != to.Name && to.SharesHostStore(from) &&
 		now.Sub(to.HeartbeatAt) <= NodeStaleAfter && !to.Draining && to.MaySandbox()
 }
 

@@ -258,9 +258,9 @@ func TestAMovableRoomRunsOnANodeSharingItsHostStoreWhileItsNodeCannotTakeIt(t *t
 }
 
 // TestASandboxedHostMovesOnlyOffAFencedNodeToASharerThatMaySandbox: a sandboxed room's host
-// leaves its node with every member, so only once that node is fenced; never for a drain or
-// a full node (it stays with its node), and only to a live, undrained sharer whose `sbx`
-// works. MayRehome, the store's check, says the same.
+// leaves its node with every member: once that node is fenced, or off a draining node once
+// parked; never for a full node (it waits there), and only to a live, undrained sharer whose
+// `sbx` works. MayRehome, the store's check, says the same.
 func TestASandboxedHostMovesOnlyOffAFencedNodeToASharerThatMaySandbox(t *testing.T) {
 	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	live, fenced := now.Add(-time.Second), now.Add(-NodeFencedAfter-time.Second)
@@ -276,7 +276,7 @@ func TestASandboxedHostMovesOnlyOffAFencedNodeToASharerThatMaySandbox(t *testing
 		want  string
 	}{
 		{"stays on its live node", []Node{node("a", "s", 0, live, false, ok), node("b", "s", 0, live, false, ok)}, "a"},
-		{"stays on its draining node", []Node{node("a", "s", 0, live, true, ok), node("b", "s", 0, live, false, ok)}, "a"},
+		{"leaves its draining node (once parked)", []Node{node("a", "s", 0, live, true, ok), node("b", "s", 0, live, false, ok)}, "b"},
 		{"waits for its full node", []Node{node("a", "s", 3, live, false, ok), node("b", "s", 0, live, false, ok)}, ""},
 		{"waits while its node's fence may still run", []Node{node("a", "s", 0, fencing, false, ok), node("b", "s", 0, live, false, ok)}, ""},
 		{"moves off its fenced node", []Node{node("a", "s", 0, fenced, false, ok), node("b", "s", 0, live, false, ok)}, "b"},
@@ -289,12 +289,21 @@ func TestASandboxedHostMovesOnlyOffAFencedNodeToASharerThatMaySandbox(t *testing
 			if got := Place(c.nodes, now, ask); got.Node != c.want {
 				t.Fatalf("placed on %q (%s), want %q", got.Node, got.Waiting, c.want)
 			}
-			if may := MayRehome(c.nodes[0], c.nodes[1], now); may != (c.want == "b") {
-				t.Fatalf("MayRehome %v, want %v", may, c.want == "b")
+			// A parked host may leave what a live one may not (a draining node).
+			if may := MayRehome(c.nodes[0], c.nodes[1], now, true); may != (c.want == "b") {
+				t.Fatalf("MayRehome of a parked host %v, want %v", may, c.want == "b")
+			}
+			if may := MayRehome(c.nodes[0], c.nodes[1], now, false); may != (c.want == "b" && !c.nodes[0].Draining) {
+				t.Fatalf("MayRehome of a live host %v", may)
 			}
 		})
 	}
-	if MayRehome(node("a", "s", 0, fenced, false, ok), node("b", "s", 0, live, true, ok), now) {
+	if MayRehome(node("a", "s", 0, fenced, false, ok), node("b", "s", 0, live, true, ok), now, true) {
 		t.Fatal("a host may move to a draining node")
+	}
+	// While its own runtime may still run on the draining node, a wake stays there.
+	ask := PlacementAsk{Previous: "a", Pinned: true, Movable: true, Running: true, Sandboxed: true, Provider: ProviderACP, HostStore: "s"}
+	if got := Place([]Node{node("a", "s", 0, live, true, ok), node("b", "s", 0, live, false, ok)}, now, ask); got.Node != "a" {
+		t.Fatalf("placed on %q while its runtime may run on its draining node", got.Node)
 	}
 }

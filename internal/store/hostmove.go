@@ -11,11 +11,12 @@ import (
 )
 
 // RehomeHost moves a sandboxed runtime host's record to node to when domain.MayRehome allows
-// it (its node is fenced; to is live, may sandbox and shares its host store), and returns the
+// it (its node is fenced, or draining and the host parked — its workflow says so, holding
+// its sandbox lock; to is live, may sandbox and shares its host store), and returns the
 // host as it stands after: on to when it moved (or had moved already), else where it was. A
 // host whose node is unknown, or that is archived or removed, stays. The move is conditional
 // on the node read, so two members asking at once move it once.
-func (s *Store) RehomeHost(ctx context.Context, host uuid.UUID, to string) (domain.RuntimeHost, error) {
+func (s *Store) RehomeHost(ctx context.Context, host uuid.UUID, to string, parked bool) (domain.RuntimeHost, error) {
 	var out domain.RuntimeHost
 	err := s.InTx(ctx, func(q *Q) error {
 		h, err := q.GetRuntimeHost(ctx, host)
@@ -44,7 +45,7 @@ func (s *Store) RehomeHost(ctx context.Context, host uuid.UUID, to string) (doma
 		if err != nil {
 			return err
 		}
-		if !domain.MayRehome(from, dest, now) {
+		if !domain.MayRehome(from, dest, now, parked) {
 			return nil
 		}
 		if _, err := q.exec(ctx, `UPDATE runtime_hosts SET node = ?, updated_at = ? WHERE id = ? AND node = ?`,
