@@ -192,3 +192,33 @@ func TestAFencedNodeStopsOnlyTheSandboxesWhoseRootsAreInItsHostStore(t *testing.
 	require.Empty(t, stop(out))
 	require.Equal(t, domain.SandboxRunning, status(out))
 }
+
+// TestAStartingNodeStopsItsSandboxesWhoseHostsMovedAway: a node starting again stops
+// (ownership-proved) its running sandboxes whose host records now name another node — they
+// moved while it was fenced — and leaves those of hosts still its own.
+func TestAStartingNodeStopsItsSandboxesWhoseHostsMovedAway(t *testing.T) {
+	ctx := context.Background()
+	w := newSandboxWorld(t, domain.AuthProviderLogin)
+	_, err := w.ensure()
+	require.NoError(t, err)
+	sweep := func(node string) []string {
+		v, err := w.env.ExecuteActivity(w.acts.StopMovedSandboxes, activities.StopMovedSandboxesInput{Node: node})
+		require.NoError(t, err)
+		var out []string
+		require.NoError(t, v.Get(&out))
+		return out
+	}
+	status := func() domain.SandboxStatus {
+		d, err := w.acts.Driver(ctx)
+		require.NoError(t, err)
+		list, err := d.List(ctx)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		return list[0].Status
+	}
+	require.Empty(t, sweep(w.host.Node), "the node of the host stopped its sandbox")
+	require.Equal(t, domain.SandboxRunning, status())
+	// On another node (the host's record names n1), the same sandbox is one that moved away.
+	require.Equal(t, []string{w.host.SandboxName}, sweep("n0"))
+	require.Equal(t, domain.SandboxStopped, status())
+}

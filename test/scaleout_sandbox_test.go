@@ -1,7 +1,9 @@
 package test
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -84,7 +86,8 @@ func TestSandboxedRoomsGoToTheNodeWhoseSbxWorks(t *testing.T) {
 // sandboxed room's host — its workspace, provider state and checkpoints in the shared root —
 // follows the room to the other node once its own node's worker was SIGKILLed and fenced: a
 // new sandbox there serves the room, which is answered within 45 s of the kill, exactly once,
-// on the same provider thread with its earlier turns remembered.
+// on the same provider thread with its earlier turns remembered. The killed worker's guard
+// stops its old sandbox; draining the serving node later moves the host back at its next wake.
 func TestASandboxedRoomMovesWithItsHostToANodeSharingItsHostStoreWhenItsNodeDies(t *testing.T) {
 	p := startProductionServer(t, "sbx-move")
 	c := p.client
@@ -93,7 +96,8 @@ func TestASandboxedRoomMovesWithItsHostToANodeSharingItsHostStoreWhenItsNodeDies
 	for _, name := range []string{"s1", "s2"} {
 		sbxState[name] = t.TempDir()
 		n := &fleetNode{name: name, home: t.TempDir(), state: t.TempDir(), args: []string{"--host-store", shared},
-			env: []string{"JAM_SBX=" + fakesbx.Binary(t), "FAKESBX_STATE=" + sbxState[name], "TEST_GUEST_VALUE=from-the-host"}}
+			env: []string{"JAM_SBX=" + fakesbx.Binary(t), "FAKESBX_STATE=" + sbxState[name], "TEST_GUEST_VALUE=from-the-host",
+				"JAM_RECONCILE_INTERVAL_SECS=2"}}
 		n.start(t, p)
 		nodes[name] = n
 	}
@@ -149,19 +153,9 @@ func TestASandboxedRoomMovesWithItsHostToANodeSharingItsHostStoreWhenItsNodeDies
 	wait.Never(t, 2*time.Second, func() bool { return len(repliesTo(t, c, m)) != 1 },
 		fmt.Sprintf("message %s answered other than exactly once", m.ID))
 
-	// With JAM_RECORD_HISTORIES set, the histories of the move are kept for the replay suite
-	// (the host-rehome branch of RuntimeHost and the room's wake on another node).
-	if dir := os.Getenv("JAM_RECORD_HISTORIES"); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		tc := temporaltest.Dial(t, p.temporal)
-		writeHistories(t, tc, dir, "runtimehost-moved", contract.RuntimeHostID(*s.Runtime.Host))
-		writeHistories(t, tc, dir, "roomsession-sandboxed-moved", contract.RoomSessionID(session))
-	}
-
-	// The killed node's sandbox may still run (the microVM outlives its worker): when that
-	// node starts again it stops the sandbox of the host that moved away before it serves.
+	// The killed node's microVM outlives its worker (and what a provider started in it, its
+	// `sbx exec`): the worker's process guard stops it, since another node now serves its
+	// host; were the guard gone too, the node's next start would (StopMovedSandboxes).
 	sandboxOn := func(node string) sandbox.Sandbox {
 		cmd := exec.Command(fakesbx.Binary(t), "ls", "--json")
 		cmd.Env = append(os.Environ(), "FAKESBX_STATE="+sbxState[node])
@@ -175,13 +169,41 @@ func TestASandboxedRoomMovesWithItsHostToANodeSharingItsHostStoreWhenItsNodeDies
 		}
 		return list[0]
 	}
-	if sb := sandboxOn(first); sb.Status != domain.SandboxRunning {
-		t.Fatalf("the killed node's sandbox is %s before it returned, want it still running", sb.Status)
-	}
+	wait.Eventually(t, 30*time.Second, func() bool { return sandboxOn(first).Status != domain.SandboxRunning },
+		"the killed worker's guard to stop its sandbox")
 	nodes[first].start(t, p)
-	wait.Eventually(t, time.Minute, func() bool { return sandboxOn(first).Status != domain.SandboxRunning },
-		"the returned node to stop its sandbox of the moved host")
 	if sb := sandboxOn(other[first]); sb.Status != domain.SandboxRunning {
 		t.Fatalf("the serving node's sandbox is %s, want running", sb.Status)
+	}
+
+	// Drain the node it runs on now: its runtime stops between turns, the host parks, and
+	// the next wake moves the host back to the first node, same thread.
+	second := other[first]
+	must(t, c.Do(context.Background(), http.MethodPost, "/v1/nodes/"+second+"/drain", map[string]string{}, nil))
+	wait.Eventually(t, time.Minute, func() bool { return getSession(t, c, session).Presence == domain.PresenceDormant },
+		"the sandboxed runtime to leave the drained node")
+	m = postText(t, c, room.ID, "[[count]] and after the drain?")
+	r = awaitReply(t, c, m, 2*time.Minute)
+	s = getSession(t, c, session)
+	if s.Runtime == nil || s.Runtime.Node != first || s.ProviderSessionID != thread || !strings.Contains(r.Text, "turns remembered: 2") {
+		t.Fatalf("after the drain: runtime %+v, thread %q (want %q on %s), reply %q", s.Runtime, s.ProviderSessionID, thread, first, r.Text)
+	}
+	if hs := hostsOf(t, c, agent); len(hs) != 1 || hs[0].Node != first {
+		t.Fatalf("hosts %+v, want the one host back on node %s", hs, first)
+	}
+	if sb := sandboxOn(second); sb.Status == domain.SandboxRunning {
+		t.Fatalf("the drained node's sandbox %s still runs after its host left", sb.Name)
+	}
+
+	// With JAM_RECORD_HISTORIES set, the histories of the move are kept for the replay suite
+	// (the host-rehome branch of RuntimeHost, off a fenced node and off a draining one, and the
+	// room's wakes on another node).
+	if dir := os.Getenv("JAM_RECORD_HISTORIES"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		tc := temporaltest.Dial(t, p.temporal)
+		writeHistories(t, tc, dir, "runtimehost-moved", contract.RuntimeHostID(*getSession(t, c, session).Runtime.Host))
+		writeHistories(t, tc, dir, "roomsession-sandboxed-moved", contract.RoomSessionID(session))
 	}
 }

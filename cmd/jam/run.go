@@ -166,7 +166,7 @@ a directory of a shared filesystem instead of the data directory. Nodes that mou
 store at the same path share it: a host-native room whose provider keeps its state in its
 host root (Claude Code) then runs on another of them when its node is stale, draining or
 full, on the same provider session, and a sandboxed room's runtime host moves to another of
-them (with sbx) once its node is fenced. Such a node kills those rooms' runtimes when it could
+them (with sbx) once its node is fenced, or parked off a draining node. Such a node kills those rooms' runtimes when it could
 not record a heartbeat for 10 s; the others take the rooms only after 20 s. At start it stops
 its sandboxes whose hosts moved away meanwhile.`,
 		Args: cobra.NoArgs,
