@@ -43,8 +43,8 @@ func (r *runtimeHost) follow(ctx workflow.Context, node string) error {
 	}
 	// The record left from (to node, or to where another member placed elsewhere moved it
 	// first: the store moves it once).
-	if r.parkCancel != nil {
-		r.parkCancel()
+	if r.parkCancel != nil && r.host.Node == from {
+		r.parkCancel() // a park on the dead node; not one on a node another acquire adopted
 	}
 	if err := r.lockSandbox(ctx); err != nil {
 		return err
@@ -66,6 +66,13 @@ func (r *runtimeHost) followParked(ctx workflow.Context, node, from string) erro
 	defer func() { r.busy = false }()
 	if r.host.Node != from || len(r.s.Leases) > 0 || r.s.Ready || r.s.ParkFailed || r.controlling {
 		return nil
+	}
+	// Not ready need not mean stopped (an ensure that failed part-way): stop it, proven ours,
+	// before its root is served from another node. A stopped or absent sandbox is parked.
+	if err := workflow.ExecuteActivity(r.nodeCtx(ctx, sandboxLifecycleTimeout, 3), r.sbx.ParkSandbox,
+		r.sandboxInput()).Get(ctx, nil); err != nil {
+		r.s.LastError = "park sandbox before moving: " + errorText(err)
+		return nil // the member runs on the host's node as before
 	}
 	out, err := r.rehome(ctx, node, true)
 	if err != nil || out.Node == from {
