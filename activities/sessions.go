@@ -139,21 +139,9 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 	}
 	// Only a session that will wake needs a node: a dormant registration reads no nodes.
 	if !out.Removed && !out.AgentStopped && (out.Backlog > 0 || !out.Lazy || in.WantLive) {
-		ask := placementAsk(hs.Config, in.PreviousNode)
-		if out.Sandboxed {
-			// A sandboxed session whose host has a node runs there: the sandbox, the host's
-			// workspace and checkpoints are on that node's disk (a new member of a Shared host
-			// too). So its slot is taken there, and while that node is stale or full the
-			// session waits and says so.
-			// A host its acquire would refuse pins nothing: on any node the acquire fails at
-			// once with the reason, instead of the room waiting for that host's node.
-			host, err := s.Store.HostFor(ctx, allocateRequest(hs, ""))
-			switch {
-			case err == nil && host.Node != "" && host.State != domain.HostArchived && host.State != domain.HostRemoved:
-				ask.Previous, ask.Pinned = host.Node, true
-			case err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrIncompatibleHost):
-				return LoadSessionResult{}, err
-			}
+		ask, err := s.sessionAsk(ctx, hs, in.PreviousNode)
+		if err != nil {
+			return LoadSessionResult{}, err
 		}
 		pl, err := s.Store.PlaceRuntime(ctx, in.RuntimeSession, ask)
 		if err != nil {
@@ -162,6 +150,28 @@ func (s *Sessions) LoadSession(ctx context.Context, in LoadSessionInput) (LoadSe
 		out.Node, out.NoAdapter, out.Waiting = pl.Node, pl.NoAdapter, pl.Waiting
 	}
 	return out, nil
+}
+
+// sessionAsk is what a wake of hs asks of placement, previous being the node its runtime
+// last ran on. A sandboxed session whose host has a node runs there: the sandbox, the host's
+// workspace and checkpoints are that node's (a new member of a Shared host too), unless the
+// host moves with it (domain.movedTo). So its slot is taken there, and while that node is
+// stale or full the session waits and says so. A host its acquire would refuse pins nothing:
+// on any node the acquire fails at once with the reason, instead of the room waiting for
+// that host's node.
+func (s *Sessions) sessionAsk(ctx context.Context, hs domain.HostSession, previous string) (domain.PlacementAsk, error) {
+	ask := placementAsk(hs.Config, previous)
+	if !ask.Sandboxed {
+		return ask, nil
+	}
+	host, err := s.Store.HostFor(ctx, allocateRequest(hs, ""))
+	switch {
+	case err == nil && host.Node != "" && host.State != domain.HostArchived && host.State != domain.HostRemoved:
+		ask.Previous, ask.Pinned = host.Node, true
+	case err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrIncompatibleHost):
+		return ask, err
+	}
+	return ask, nil
 }
 
 // placementAsk is what a wake of a session configured c asks of placement, previous being
@@ -355,8 +365,12 @@ func (s *Sessions) movable(ctx context.Context, nodes []domain.Node, now time.Ti
 		if err != nil {
 			return nil, err
 		}
-		// Where its next wake would go once it stopped here.
-		ask := placementAsk(hs.Config, p.Node)
+		// Where its next wake would go once it stopped here (a sandboxed one: where its host
+		// would go).
+		ask, err := s.sessionAsk(ctx, hs, p.Node)
+		if err != nil {
+			return nil, err
+		}
 		ask.HostStore = p.HostStore
 		// A sandboxed one's host moves once parked, after every member stopped
 		// (domain.MayRehome): each is told.
