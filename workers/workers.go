@@ -186,6 +186,12 @@ func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 	if err := cfg.Store.ClearNodePlacements(ctx, cfg.Node, node.StartedAt); err != nil {
 		return nil, err
 	}
+	// A previous worker's guard may still reap or stop its sandboxes: this one serves after.
+	gctx, cancel := context.WithTimeout(ctx, guardAwaitWithin)
+	if err := procgroup.AwaitGuard(gctx, layout.ProcessGroupsDir(cfg.Node)); err != nil {
+		cfg.Logger.Warn("previous process guard", "node", cfg.Node, "error", err)
+	}
+	cancel()
 	records, err := startProcessGroups(ctx, layout.ProcessGroupsDir(cfg.Node), cfg.Logger.With("component", "process-groups"))
 	if err != nil {
 		return nil, err
@@ -350,6 +356,10 @@ func startProcessGroups(ctx context.Context, dir string, log *slog.Logger) (*pro
 	}
 	return rec, nil
 }
+
+// guardAwaitWithin bounds a starting worker's wait for its predecessor's guard (which stops
+// sandboxes within two minutes after reaping).
+const guardAwaitWithin = 3 * time.Minute
 
 // GuardStopped is what a worker that stopped (not killed) writes to its guard before closing
 // the pipe: the guard then leaves the sandboxes alone.

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jam-dev/jam/activities"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/procgroup"
 	"github.com/jam-dev/jam/internal/sandbox"
@@ -41,9 +42,17 @@ func newProcessGuardCmd(g *globals) *cobra.Command {
 			// Nor may a log line to a reader that is gone (SIGPIPE).
 			signal.Ignore(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 			log := g.logger.With("component", "process-guard")
+			// Held until it exits: the node's next worker waits for it before serving, so the
+			// sandboxes it stops are never ones that worker started.
+			release, err := procgroup.HoldGuardLock(dir)
+			if err != nil {
+				log.Warn("process guard lock", "error", err)
+			} else {
+				defer release()
+			}
 			said, _ := io.ReadAll(io.LimitReader(cmd.InOrStdin(), 64))
 			ctx := context.Background()
-			err := procgroup.Settle(ctx, dir, log)
+			err = procgroup.Settle(ctx, dir, log)
 			// A worker killed outright (it never said it stopped) leaves its sandboxes
 			// running: what its providers started in a guest outlives their `sbx exec`,
 			// and another node sharing its host store may soon serve those hosts.
@@ -53,7 +62,7 @@ func newProcessGuardCmd(g *globals) *cobra.Command {
 				sb := &activities.Sandbox{Sbx: sbx, PATH: sbxPATH, Env: sandbox.HostEnv(os.Environ()),
 					Layout: domain.Layout{Root: home, Hosts: hostStore}}
 				stopped, serr := sb.StopSandboxesInStore(sctx, activities.StopSandboxesInStoreInput{})
-				if len(stopped) > 0 || serr != nil {
+				if len(stopped) > 0 || (serr != nil && !contract.Is(serr, domain.ErrTypeSandboxUnavailable)) {
 					log.Warn("the worker was killed: sandboxes whose roots are in the host store stopped",
 						"sandboxes", stopped, "error", serr)
 				}

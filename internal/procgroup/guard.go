@@ -2,9 +2,15 @@ package procgroup
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // guardTries bounds how long Guard settles the records after its worker ended: a worker that
@@ -43,4 +49,52 @@ func Settle(ctx context.Context, dir string, log *slog.Logger) error {
 		}
 	}
 	return nil
+}
+
+// guardLockFile is the file, beside the records directory, that a node's process guard holds
+// locked (flock) from its start until it exits.
+func guardLockFile(dir string) string { return filepath.Join(filepath.Dir(dir), "guard.lock") }
+
+// HoldGuardLock takes the guard lock of the records in dir, waiting for a previous holder;
+// the lock is released when the process exits (or by release).
+func HoldGuardLock(dir string) (release func(), err error) {
+	f, err := os.OpenFile(guardLockFile(dir), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("guard lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("guard lock: %w", err)
+	}
+	return func() { _ = f.Close() }, nil
+}
+
+// AwaitGuard waits until no process guard of the records in dir works any more (the guard of
+// a previous worker of the node, still reaping or stopping its sandboxes), so a worker that
+// starts again does not serve while it does. It gives up when ctx ends.
+func AwaitGuard(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return fmt.Errorf("guard lock: %w", err)
+	}
+	f, err := os.OpenFile(guardLockFile(dir), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("guard lock: %w", err)
+	}
+	defer f.Close() // closing releases the lock taken below
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("guard lock: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("a previous worker's process guard still works: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -34,5 +35,27 @@ func TestTheGuardWaitsForItsWorkerToEndThenReturnsWithNothingLeft(t *testing.T) 
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the guard did not return once its worker ended")
+	}
+}
+
+// TestAStartingWorkerWaitsForItsPredecessorsGuard: while a guard holds the node's guard lock
+// (it reaps, or stops sandboxes), a worker starting again waits; once it let go, it goes on.
+func TestAStartingWorkerWaitsForItsPredecessorsGuard(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nodes", "n1", "process-groups")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	release, err := HoldGuardLock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := AwaitGuard(ctx, dir); err == nil {
+		t.Fatal("a worker went on while its predecessor's guard held the lock")
+	}
+	release()
+	if err := AwaitGuard(context.Background(), dir); err != nil {
+		t.Fatalf("after the guard let go: %v", err)
 	}
 }
