@@ -24,7 +24,8 @@ type HostLeaseBody struct {
 	Quiesced    bool        `json:"quiesced"`
 	LastError   string      `json:"last_error,omitempty"`
 	Checkpoints int         `json:"checkpoints"`
-	// Moves counts the times the host moved to another node (its own was fenced).
+	// Moves counts the times the host moved to another node (its own was fenced, or drained
+	// while the host was parked).
 	Moves int `json:"moves,omitempty"`
 }
 

@@ -214,7 +214,8 @@ type RuntimeHostState struct {
 	// state worth capturing; a checkpoint of untouched or lost state would claim sessions it
 	// does not hold).
 	Dirty bool `json:"dirty,omitempty"`
-	// Moves counts the times the host moved to another node (its own was fenced).
+	// Moves counts the times the host moved to another node (its own was fenced, or drained
+	// while the host was parked).
 	Moves int `json:"moves,omitempty"`
 }
 
