@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -322,38 +323,19 @@ type StopMovedSandboxesInput struct {
 // write to the shared host root another node's sandbox now serves. A worker runs it at start,
 // before it serves its node's queue; it returns the names it stopped.
 func (s *Sandbox) StopMovedSandboxes(ctx context.Context, in StopMovedSandboxesInput) ([]string, error) {
-	m, err := s.manager(ctx)
-	if err != nil {
-		return nil, err
-	}
-	list, err := m.Driver.List(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
-	}
-	hosts, err := s.Store.ListRuntimeHosts(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	byName := map[string]domain.RuntimeHost{}
-	for _, h := range hosts {
-		if h.Sandboxed && h.SandboxName != "" {
-			byName[h.SandboxName] = h
+	return s.stopRunning(ctx, func(_ *sandbox.Manager, running []string) (map[string]sandbox.OwnerKey, error) {
+		hosts, err := s.Store.ListRuntimeHosts(ctx, nil)
+		if err != nil {
+			return nil, err
 		}
-	}
-	var stopped []string
-	var errs []error
-	for _, sb := range list {
-		h, ok := byName[sb.Name]
-		if !ok || sb.Status != domain.SandboxRunning || h.Node == "" || h.Node == in.Node {
-			continue
+		owners := map[string]sandbox.OwnerKey{}
+		for _, h := range hosts {
+			if h.Sandboxed && slices.Contains(running, h.SandboxName) && h.Node != "" && h.Node != in.Node {
+				owners[h.SandboxName] = OwnerOf(h)
+			}
 		}
-		if err := m.Park(ctx, OwnerOf(h), sb.Name); err != nil {
-			errs = append(errs, fmt.Errorf("stop sandbox %s of runtime host %s (now on node %s): %w", sb.Name, h.ID, h.Node, err))
-			continue
-		}
-		stopped = append(stopped, sb.Name)
-	}
-	return stopped, errors.Join(errs...)
+		return owners, nil
+	})
 }
 
 // StopSandboxesInStoreInput is empty; the node is the worker's own.
@@ -370,6 +352,27 @@ func (s *Sandbox) StopSandboxesInStore(ctx context.Context, _ StopSandboxesInSto
 	if store == "" {
 		return nil, nil
 	}
+	return s.stopRunning(ctx, func(m *sandbox.Manager, running []string) (map[string]sandbox.OwnerKey, error) {
+		owners := map[string]sandbox.OwnerKey{}
+		for _, name := range running {
+			mk, err := m.Markers.Read(name)
+			if err != nil {
+				continue // not one Jam made on this node
+			}
+			if rel, err := filepath.Rel(store, mk.Plan.Workspace); err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+				continue
+			}
+			owners[name] = mk.Plan.Owner
+		}
+		return owners, nil
+	})
+}
+
+// stopRunning stops, after ownership proof, the running sandboxes of this node that pick
+// names (with the owner to prove), and returns the names it stopped. pick runs only when a
+// sandbox runs.
+func (s *Sandbox) stopRunning(ctx context.Context,
+	pick func(m *sandbox.Manager, running []string) (map[string]sandbox.OwnerKey, error)) ([]string, error) {
 	m, err := s.manager(ctx)
 	if err != nil {
 		return nil, err
@@ -378,24 +381,31 @@ func (s *Sandbox) StopSandboxesInStore(ctx context.Context, _ StopSandboxesInSto
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
+	var running []string
+	for _, sb := range list {
+		if sb.Status == domain.SandboxRunning {
+			running = append(running, sb.Name)
+		}
+	}
+	if len(running) == 0 {
+		return nil, nil
+	}
+	owners, err := pick(m, running)
+	if err != nil {
+		return nil, err
+	}
 	var stopped []string
 	var errs []error
-	for _, sb := range list {
-		if sb.Status != domain.SandboxRunning {
+	for _, name := range running {
+		owner, ok := owners[name]
+		if !ok {
 			continue
 		}
-		mk, err := m.Markers.Read(sb.Name)
-		if err != nil {
-			continue // not one Jam made on this node
-		}
-		if rel, err := filepath.Rel(store, mk.Plan.Workspace); err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		if err := m.Park(ctx, owner, name); err != nil {
+			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", name, err))
 			continue
 		}
-		if err := m.Park(ctx, mk.Plan.Owner, sb.Name); err != nil {
-			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", sb.Name, err))
-			continue
-		}
-		stopped = append(stopped, sb.Name)
+		stopped = append(stopped, name)
 	}
 	return stopped, errors.Join(errs...)
 }

@@ -60,6 +60,27 @@ func newSandboxWorld(t *testing.T, auth domain.AuthMode, sbxEnv ...string) *sand
 	return &sandboxWorld{st: st, acts: acts, env: aenv, host: alloc.Host, session: session}
 }
 
+// status is the status of the world's one sandbox.
+func (w *sandboxWorld) status(t *testing.T) domain.SandboxStatus {
+	t.Helper()
+	d, err := w.acts.Driver(context.Background())
+	require.NoError(t, err)
+	list, err := d.List(context.Background())
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	return list[0].Status
+}
+
+// stopped runs a sandbox-stopping activity and returns the names it stopped.
+func (w *sandboxWorld) stopped(t *testing.T, activity, in any) []string {
+	t.Helper()
+	v, err := w.env.ExecuteActivity(activity, in)
+	require.NoError(t, err)
+	var out []string
+	require.NoError(t, v.Get(&out))
+	return out
+}
+
 func (w *sandboxWorld) ensure() (activities.EnsureSandboxResult, error) {
 	v, err := w.env.ExecuteActivity(w.acts.EnsureSandbox, activities.EnsureSandboxInput{Host: w.host.ID, Session: w.session})
 	if err != nil {
@@ -157,21 +178,9 @@ func TestARetriedCaptureRepairsTheManifestToRecordCrashWindow(t *testing.T) {
 // stops (ownership-proved, without reading the store) the running sandboxes whose workspace
 // is in its host store — another node may soon serve those hosts — and leaves the others.
 func TestAFencedNodeStopsOnlyTheSandboxesWhoseRootsAreInItsHostStore(t *testing.T) {
-	ctx := context.Background()
-	status := func(w *sandboxWorld) domain.SandboxStatus {
-		d, err := w.acts.Driver(ctx)
-		require.NoError(t, err)
-		list, err := d.List(ctx)
-		require.NoError(t, err)
-		require.Len(t, list, 1)
-		return list[0].Status
-	}
+	status := func(w *sandboxWorld) domain.SandboxStatus { return w.status(t) }
 	stop := func(w *sandboxWorld) []string {
-		v, err := w.env.ExecuteActivity(w.acts.StopSandboxesInStore, activities.StopSandboxesInStoreInput{})
-		require.NoError(t, err)
-		var out []string
-		require.NoError(t, v.Get(&out))
-		return out
+		return w.stopped(t, w.acts.StopSandboxesInStore, activities.StopSandboxesInStoreInput{})
 	}
 	// In the store: stopped.
 	in := newSandboxWorld(t, domain.AuthProviderLogin)
@@ -197,25 +206,13 @@ func TestAFencedNodeStopsOnlyTheSandboxesWhoseRootsAreInItsHostStore(t *testing.
 // (ownership-proved) its running sandboxes whose host records now name another node — they
 // moved while it was fenced — and leaves those of hosts still its own.
 func TestAStartingNodeStopsItsSandboxesWhoseHostsMovedAway(t *testing.T) {
-	ctx := context.Background()
 	w := newSandboxWorld(t, domain.AuthProviderLogin)
 	_, err := w.ensure()
 	require.NoError(t, err)
 	sweep := func(node string) []string {
-		v, err := w.env.ExecuteActivity(w.acts.StopMovedSandboxes, activities.StopMovedSandboxesInput{Node: node})
-		require.NoError(t, err)
-		var out []string
-		require.NoError(t, v.Get(&out))
-		return out
+		return w.stopped(t, w.acts.StopMovedSandboxes, activities.StopMovedSandboxesInput{Node: node})
 	}
-	status := func() domain.SandboxStatus {
-		d, err := w.acts.Driver(ctx)
-		require.NoError(t, err)
-		list, err := d.List(ctx)
-		require.NoError(t, err)
-		require.Len(t, list, 1)
-		return list[0].Status
-	}
+	status := func() domain.SandboxStatus { return w.status(t) }
 	require.Empty(t, sweep(w.host.Node), "the node of the host stopped its sandbox")
 	require.Equal(t, domain.SandboxRunning, status())
 	// On another node (the host's record names n1), the same sandbox is one that moved away.
