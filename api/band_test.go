@@ -367,9 +367,10 @@ func TestOwnedAgentMembershipBindsAndAReaddReusesTheSession(t *testing.T) {
 	}
 	var methods []string
 	for _, c := range h.lifecycle.Calls() {
-		methods = append(methods, c.Method)
+		methods = append(methods, fmt.Sprintf("%s(fresh=%t)", c.Method, c.Fresh))
 	}
-	if fmt.Sprint(methods) != "[RoomBound RoomUnbound RoomBound]" {
+	// Only the first binding is fresh: the re-add must reach the retired session's workflow.
+	if fmt.Sprint(methods) != "[RoomBound(fresh=true) RoomUnbound(fresh=false) RoomBound(fresh=false)]" {
 		t.Fatalf("lifecycle calls %v", methods)
 	}
 }

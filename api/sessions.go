@@ -47,7 +47,8 @@ type SessionBody struct {
 	TemplateID       uuid.UUID `json:"template_id"`
 	RoomID           uuid.UUID `json:"room_id"`
 	Alias            string    `json:"alias"`
-	// Presence is unknown when the workflow did not answer (no worker, or none running).
+	// Presence is unknown when the workflow did not answer (no worker); dormant when a bound
+	// room has no workflow yet (its first message starts it).
 	Presence domain.Presence     `json:"presence"`
 	Phase    domain.SessionPhase `json:"phase,omitempty"`
 	Runtime  *RuntimeBody        `json:"runtime,omitempty"`
@@ -124,6 +125,13 @@ func (s *Server) withState(ctx context.Context, b *SessionBody) {
 	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
 	defer cancel()
 	st, err := s.cfg.Sessions.State(ctx, b.RuntimeSessionID)
+	if contract.IsNotFound(err) && !b.Removed {
+		// A bound room whose workflow never started (a new binding under the lazy
+		// lifecycle, roomctl.Starter.RoomBound) or whose start was lost: its first message
+		// starts it.
+		b.Presence, b.Phase = domain.PresenceDormant, domain.PhaseDormant
+		return
+	}
 	if err != nil {
 		if !contract.IsNotFound(err) && ctx.Err() == nil {
 			s.log.Debug("session state query", "runtime_session", b.RuntimeSessionID, "error", err)

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	temporalclient "go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/jam-dev/jam/internal/contract"
 )
 
 // clockTicks is USER_HZ, the unit of /proc's CPU times (100 on every Linux Jam runs on).
@@ -179,6 +182,10 @@ type historyCost struct {
 func roomHistory(t *testing.T, tc temporalclient.Client, session uuid.UUID) historyCost {
 	t.Helper()
 	var out historyCost
+	// A bound room that was never messaged has no workflow (roomctl.Starter.RoomBound).
+	if _, err := tc.DescribeWorkflowExecution(context.Background(), contract.RoomSessionID(session), ""); contract.IsNotFound(err) {
+		return out
+	}
 	countHistory(t, tc, session, func(e *historypb.HistoryEvent) bool {
 		out.Events++
 		out.Bytes += proto.Size(e)

@@ -122,8 +122,9 @@ type benchReport struct {
 	LiveReply latency `json:"live_post_to_echo_reply"`
 	Wake      latency `json:"wake"`
 	Rooms     int     `json:"dormant_rooms"`
-	// DormantHistory is a registered, never woken room's RoomSession history; WokenHistory
-	// one that was woken and ran one turn (the runtime still live).
+	// DormantHistory is a bound, never woken room's RoomSession history (none under the lazy
+	// lifecycle: no workflow runs until the first message); WokenHistory one that was woken
+	// and ran one turn (the runtime still live).
 	DormantHistory historyCost `json:"room_history_dormant"`
 	WokenHistory   historyCost `json:"room_history_after_wake_and_turn"`
 	Dev            scale       `json:"jam_dev"`

@@ -59,15 +59,16 @@ func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
 	if got := providerChildren(t, pid, exe); len(got) != 0 {
 		t.Fatalf("201 bound rooms started %d processes before any message", len(got))
 	}
-	// A dormant registration costs one local activity (the session load, inside its first
-	// workflow task) and no activity, however many pokes came with its start.
+	// A new binding under the lazy lifecycle starts no workflow either: the binding row is the
+	// registration, and the room's first message starts its workflow.
 	tc := temporaltest.Dial(t, d.temporal)
-	awaitPresence(t, c, dormant[199], domain.PresenceDormant, 10*time.Second)
-	if n := historyCount(t, tc, dormant[199], enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED); n != 0 {
-		t.Fatalf("a dormant registration ran %d activities, want none", n)
+	if s := getSession(t, c, dormant[199]); s.Presence != domain.PresenceDormant || s.Phase != domain.PhaseDormant {
+		t.Fatalf("a bound, never messaged room shows %q/%q, want dormant", s.Presence, s.Phase)
 	}
-	if n := localActivityCount(t, tc, dormant[199]); n != 1 {
-		t.Fatalf("a dormant registration ran %d local activities, want 1 (the session load)", n)
+	for _, id := range []uuid.UUID{session, dormant[0], dormant[199]} {
+		if _, err := tc.DescribeWorkflowExecution(ctx, contract.RoomSessionID(id), ""); !contract.IsNotFound(err) {
+			t.Fatalf("binding room session %s started its workflow (%v), want none until a message", id, err)
+		}
 	}
 
 	// The first message wakes the room and is answered.
@@ -181,14 +182,6 @@ func historyCount(t *testing.T, tc client.Client, session uuid.UUID, typ enumspb
 	return countHistory(t, tc, session, func(e *historypb.HistoryEvent) bool { return e.GetEventType() == typ })
 }
 
-// localActivityCount counts the local activities a session's workflow ran (their markers).
-func localActivityCount(t *testing.T, tc client.Client, session uuid.UUID) int {
-	t.Helper()
-	return countHistory(t, tc, session, func(e *historypb.HistoryEvent) bool {
-		return e.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity"
-	})
-}
-
 func countHistory(t *testing.T, tc client.Client, session uuid.UUID, match func(*historypb.HistoryEvent) bool) int {
 	t.Helper()
 	it := tc.GetWorkflowHistory(context.Background(), contract.RoomSessionID(session), "", false,
@@ -204,6 +197,25 @@ func countHistory(t *testing.T, tc client.Client, session uuid.UUID, match func(
 		}
 	}
 	return n
+}
+
+// Under the eager lifecycle (JAM_OWNED_RUNTIME_LAZY=0) binding a room starts its runtime at
+// once, without a message: the API, not only the worker, reads the mode, since only the
+// lazy lifecycle lets a new binding start no workflow.
+func TestUnderTheEagerLifecycleABoundRoomGoesLiveWithoutAMessage(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "jam-home")
+	exe := testagent.Binary(t)
+	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(), "JAM_OWNED_RUNTIME_LAZY=0"))
+	c, ctx, pid := d.client, context.Background(), d.proc.cmd.Process.Pid
+
+	var agent api.AgentBody
+	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "eager", Kind: domain.AgentOwned}, &agent))
+	room, session := roomWith(t, c, "lab", agent.ID)
+	awaitPresence(t, c, session, domain.PresenceLive, 30*time.Second)
+	awaitChildren(t, pid, exe, 1, 5*time.Second)
+	if r := awaitReply(t, c, postText(t, c, room.ID, "[[count]] hi"), 30*time.Second); !strings.Contains(r.Text, "turns remembered: 0") {
+		t.Fatalf("reply %q", r.Text)
+	}
 }
 
 // A stopped agent's messages stay queued, through a restart of every `jam dev` process, and

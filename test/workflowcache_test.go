@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/devserver"
 	"github.com/jam-dev/jam/internal/domain"
@@ -34,15 +32,17 @@ func TestJamDevKeepsNoMoreRoomSessionsInMemoryThanItsWorkflowCache(t *testing.T)
 	c := d.client
 	var agent api.AgentBody
 	must(t, c.Do(context.Background(), http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "cached", Kind: domain.AgentOwned}, &agent))
-	sessions := make([]uuid.UUID, rooms)
-	for i := range sessions {
-		_, sessions[i] = roomWith(t, c, fmt.Sprintf("room-%d", i), agent.ID)
+	// A bound room runs no workflow until its first message: message every room.
+	msgs := make([]api.MessageBody, rooms)
+	for i := range msgs {
+		room, _ := roomWith(t, c, fmt.Sprintf("room-%d", i), agent.ID)
+		msgs[i] = postText(t, c, room.ID, "hello")
 	}
-	for _, s := range sessions {
-		awaitPresence(t, c, s, domain.PresenceDormant, 60*time.Second)
+	for _, m := range msgs {
+		awaitReply(t, c, m, 60*time.Second)
 	}
-	// Every session ran a task; only the cache's worth stays (eviction is synchronous with
-	// the task that overflows it, so this holds as soon as they are all dormant).
+	// Every session ran its tasks; only the cache's worth stays (eviction is synchronous with
+	// the task that overflows it, so this holds once they all answered).
 	var resident int
 	wait.Eventually(t, 10*time.Second, func() error {
 		resident = residentRoomSessions(t, pprofAddr)

@@ -16,10 +16,12 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/band"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/lifecycle"
+	"github.com/jam-dev/jam/internal/roomctl"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/schema"
 	"github.com/jam-dev/jam/workers"
@@ -275,6 +277,16 @@ func runBand(ctx context.Context, st *store.Store, starter lifecycle.Starter, lo
 
 // startWorkers starts a node's workers; it shares the node default (the host name) with every command.
 // probeCLIs: resolve the node's provider CLIs at start (jam worker: one node of a fleet).
+// roomStarter is the API's lifecycle.Starter. It reads the lifecycle mode the workers read
+// (JAM_OWNED_RUNTIME_LAZY): under the lazy lifecycle a new binding starts no workflow.
+func roomStarter(tc client.Client, st *store.Store) (*roomctl.Starter, error) {
+	l, err := activities.LifecycleFromEnv(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("server configuration: %w", err)
+	}
+	return &roomctl.Starter{Client: tc, Store: st, Eager: l.Eager}, nil
+}
+
 func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Store, probeCLIs bool) (*workers.Workers, error) {
 	we, err := parseWorkerEnv(os.Environ(), o.Sbx, o.Logger)
 	if err != nil {

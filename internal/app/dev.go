@@ -107,7 +107,10 @@ func RunDev(ctx context.Context, o Options) (err error) {
 	}
 	defer wk.Stop()
 
-	starter := &roomctl.Starter{Client: tc, Store: st}
+	starter, err := roomStarter(tc, st)
+	if err != nil {
+		return err
+	}
 	bandCtx, stopBand := context.WithCancel(context.Background())
 	defer stopBand()
 	b, err := runBand(bandCtx, st, starter, log)

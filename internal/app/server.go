@@ -34,7 +34,10 @@ func RunServer(ctx context.Context, o Options) error {
 		return fmt.Errorf("temporal client for %s: %w", o.TemporalAddress, err)
 	}
 	defer tc.Close()
-	starter := &roomctl.Starter{Client: tc, Store: st}
+	starter, err := roomStarter(tc, st)
+	if err != nil {
+		return err
+	}
 	bandCtx, stopBand := context.WithCancel(context.Background())
 	defer stopBand()
 	b, err := runBand(bandCtx, st, starter, o.Logger)

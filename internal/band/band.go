@@ -85,7 +85,7 @@ func (l *Local) notifyBound(ctx context.Context, m store.Membership) {
 	if m.Binding == nil || !m.Binding.Active {
 		return
 	}
-	if err := l.lifecycle.RoomBound(ctx, *m.Binding); err != nil {
+	if err := l.lifecycle.RoomBound(ctx, *m.Binding, m.Fresh); err != nil {
 		l.log.Warn("runtime start after binding failed; it will be retried", "room", m.Binding.RoomID,
 			"runtime_session", m.Binding.RuntimeSessionID, "error", err)
 	}

@@ -17,8 +17,10 @@ import (
 // Starter is told about every change that should start, stop or retire runtimes. Calls come
 // after the change is durable and may repeat; implementations must be idempotent.
 type Starter interface {
-	// RoomBound: an owned agent's room binding is active (new, reused or unchanged).
-	RoomBound(ctx context.Context, b domain.Binding) error
+	// RoomBound: an owned agent's room binding is active (new, reused or unchanged). fresh
+	// is true when this call made a new binding (not a reused tombstone): its room session
+	// has never run and has nothing queued.
+	RoomBound(ctx context.Context, b domain.Binding, fresh bool) error
 	// RoomInbound: a message was queued for the binding's agent in its room (a poke; the
 	// queue in the database is the truth).
 	RoomInbound(ctx context.Context, b domain.Binding) error
@@ -37,6 +39,8 @@ type Call struct {
 	Agent   uuid.UUID
 	Intent  domain.RunIntent
 	Restart bool
+	// Fresh is RoomBound's: the binding is new.
+	Fresh bool
 }
 
 // Recorder is a Starter that starts nothing: it logs each call and keeps it for inspection.
@@ -62,8 +66,8 @@ func (r *Recorder) record(c Call) {
 	}
 }
 
-func (r *Recorder) RoomBound(_ context.Context, b domain.Binding) error {
-	r.record(Call{Method: "RoomBound", Binding: b, Agent: b.AgentID})
+func (r *Recorder) RoomBound(_ context.Context, b domain.Binding, fresh bool) error {
+	r.record(Call{Method: "RoomBound", Binding: b, Agent: b.AgentID, Fresh: fresh})
 	return nil
 }
 

@@ -155,7 +155,7 @@ func TestAddingAnOwnedAgentMaterializesASessionAndRemovingLeavesATombstone(t *te
 			t.Fatal(err)
 		}
 		hs := m.Session
-		if m.Binding == nil || !m.Binding.Active || hs == nil || m.Reused || hs.TemplateID != tmpl.ID ||
+		if m.Binding == nil || !m.Binding.Active || hs == nil || m.Reused || !m.Fresh || hs.TemplateID != tmpl.ID ||
 			hs.Alias != "default-"+room.ID.String() || hs.RuntimeSessionID == uuid.Nil || hs.RoomID != room.ID ||
 			hs.DesiredGeneration != tmpl.DesiredGeneration || hs.EffectiveGeneration != tmpl.DesiredGeneration {
 			t.Fatalf("membership %+v session %+v", m, hs)
@@ -182,7 +182,7 @@ func TestAddingAnOwnedAgentMaterializesASessionAndRemovingLeavesATombstone(t *te
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !again.Reused || again.Session.RuntimeSessionID != session || again.Session.ProviderSessionID != "ses_provider_1" ||
+		if !again.Reused || again.Fresh || again.Session.RuntimeSessionID != session || again.Session.ProviderSessionID != "ses_provider_1" ||
 			again.Binding.ID != m.Binding.ID || again.Binding.Generation != 3 || !again.Binding.Active || again.Session.Removed {
 			t.Fatalf("re-add %+v session %+v", again.Binding, again.Session)
 		}

@@ -159,6 +159,7 @@ INSERT INTO room_bindings (id, agent_id, room_id, runtime_session_id, active, ge
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, nb.ID, a.ID, room, session, true, nb.Generation, at, at); err != nil {
 		return err
 	}
+	m.Fresh = true
 	return q.finishBind(ctx, nb, false, at, m)
 }
 

@@ -100,6 +100,9 @@ type Membership struct {
 	Session     *domain.HostSession
 	// Reused is true when an authoritative re-add reactivated a tombstoned binding.
 	Reused bool
+	// Fresh is true when this call made a new binding and host session: nothing was ever
+	// queued for it and no runtime of it ever ran.
+	Fresh bool
 }
 
 // AddAgentToRoom makes an agent a participant (room_added) and, for an owned agent, binds
