@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // A busy SQLite database is what InTx retries; the classification must hold for the error
@@ -40,5 +42,38 @@ func TestABusySQLiteDatabaseIsRetryable(t *testing.T) {
 	}
 	if retryable(context.Canceled) {
 		t.Fatal("a canceled context must not be retried")
+	}
+}
+
+// A SQLite writer queued behind another in the same process waits in Jam's queue, not in
+// SQLite's busy handler: it gives up when its context ends, and runs once the holder
+// commits.
+func TestASQLiteWriterQueuesBehindTheHolderAndHonoursItsContext(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "sqlite:"+filepath.Join(t.TempDir(), "queue.db"))
+	ctx := context.Background()
+	holding, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.InTx(ctx, func(q *Q) error {
+			close(holding)
+			<-release
+			return nil
+		})
+	}()
+	<-holding
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := s.InTx(short, func(*Q) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a writer behind the holder: %v, want its context's end", err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- s.InTx(ctx, func(*Q) error { return nil }) }()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ran; err != nil {
+		t.Fatalf("the queued writer after the holder committed: %v", err)
 	}
 }
