@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -631,6 +632,49 @@ func TestStaleLeasesThatFenceNothingArePruned(t *testing.T) {
 		var n int
 		if err := s.get(ctx, &n, `SELECT COUNT(*) FROM receive_leases WHERE agent_id = ?`, a.ID); err != nil || n != 1 {
 			t.Fatalf("%d leases left, %v", n, err)
+		}
+	})
+}
+
+// Binding takes only its room's lock: one agent's rooms bound at once each get their own
+// runtime session and binding, and none is refused or lost.
+func TestOneAgentsRoomsBindSideBySide(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		a := createAgent(t, s, "many-"+uuid.NewString()[:8], domain.AgentOwned, "")
+		createTemplate(t, s, a.ID, "default")
+		const rooms = 24
+		sessions := make([]uuid.UUID, rooms)
+		errs := make(chan error, rooms)
+		var wg sync.WaitGroup
+		for i := range rooms {
+			room := createRoom(t, s, fmt.Sprintf("side-%d", i))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m, err := s.AddAgentToRoom(ctx, room.ID, a.ID, fixtureTime)
+				if err == nil && (m.Session == nil || !m.Fresh) {
+					err = fmt.Errorf("membership %+v", m)
+				}
+				if err == nil {
+					sessions[i] = m.Session.RuntimeSessionID
+				}
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		listed, err := s.ListHostSessions(ctx, SessionFilter{Agent: &a.ID})
+		if err != nil || len(listed) != rooms {
+			t.Fatalf("%d sessions listed, want %d: %v", len(listed), rooms, err)
+		}
+		if slices.Contains(sessions, uuid.Nil) {
+			t.Fatalf("sessions %v", sessions)
 		}
 	})
 }

@@ -23,7 +23,7 @@ func (r roomRow) domain() domain.Room {
 // CreateRoom inserts a room.
 func (q *Q) CreateRoom(ctx context.Context, r domain.Room) (domain.Room, error) {
 	r.CreatedAt = domain.Timestamp(r.CreatedAt)
-	err := q.atomic(ctx, func(q *Q) error {
+	err := q.atomicIn(ctx, RoomScope(r.ID), func(q *Q) error {
 		if _, err := q.exec(ctx, `INSERT INTO rooms (id, name, created_at) VALUES (?, ?, ?)`, r.ID, r.Name, r.CreatedAt); err != nil {
 			return err
 		}
@@ -111,7 +111,10 @@ type Membership struct {
 func (q *Q) AddAgentToRoom(ctx context.Context, room, agent uuid.UUID, at time.Time) (Membership, error) {
 	var m Membership
 	at = domain.Timestamp(at)
-	err := q.atomic(ctx, func(q *Q) error {
+	// Room scope: it writes only this room's membership, binding and new session rows, and
+	// reads the agent and its templates, which only an InTx changes, so binding rooms runs
+	// side by side (issue 25: the exclusive lock serialized binding 10,000 rooms).
+	err := q.atomicIn(ctx, RoomScope(room), func(q *Q) error {
 		if _, err := q.GetRoom(ctx, room); err != nil {
 			return err
 		}

@@ -194,9 +194,10 @@ type Scope struct {
 	k1, k2 int32
 }
 
-// RoomScope is one room's transcript, inbound rows and their events. Its writers read
-// only that room's rows (and settings only an InTx changes), so two rooms' posts need not
-// wait for each other; one room's posts still commit in seq order.
+// RoomScope is one room's transcript, inbound rows and their events, and its membership
+// and binding. Its writers read only that room's rows (and rows only an InTx changes:
+// settings, agents, templates), so two rooms' posts and bindings need not wait for each
+// other; one room's posts still commit in seq order.
 func RoomScope(room uuid.UUID) Scope {
 	return Scope{set: true, k1: int32(binary.BigEndian.Uint32(room[0:4])), k2: int32(binary.BigEndian.Uint32(room[4:8]) ^ binary.BigEndian.Uint32(room[8:12]) ^ binary.BigEndian.Uint32(room[12:16]))}
 }
@@ -305,6 +306,15 @@ func (s *Store) runTx(ctx context.Context, scope Scope, fn func(q *Q) error) (ap
 		return false, fmt.Errorf("commit: %w", classify(err))
 	}
 	return q.appendedEvents, nil
+}
+
+// atomicIn runs fn in the current transaction, or in a new one of scope when q is not in a
+// transaction.
+func (q *Q) atomicIn(ctx context.Context, scope Scope, fn func(q *Q) error) error {
+	if q.inTx {
+		return fn(q)
+	}
+	return q.store.InScopedTx(ctx, scope, fn)
 }
 
 // atomic runs fn in the current transaction, or in a new one when q is not in a transaction.
