@@ -275,8 +275,6 @@ func runBand(ctx context.Context, st *store.Store, starter lifecycle.Starter, lo
 	return b, nil
 }
 
-// startWorkers starts a node's workers; it shares the node default (the host name) with every command.
-// probeCLIs: resolve the node's provider CLIs at start (jam worker: one node of a fleet).
 // roomStarter is the API's lifecycle.Starter. It reads the lifecycle mode the workers read
 // (JAM_OWNED_RUNTIME_LAZY): under the lazy lifecycle a new binding starts no workflow.
 func roomStarter(tc client.Client, st *store.Store) (*roomctl.Starter, error) {
@@ -287,6 +285,8 @@ func roomStarter(tc client.Client, st *store.Store) (*roomctl.Starter, error) {
 	return &roomctl.Starter{Client: tc, Store: st, Eager: l.Eager}, nil
 }
 
+// startWorkers starts a node's workers; it shares the node default (the host name) with every command.
+// probeCLIs: resolve the node's provider CLIs at start (jam worker: one node of a fleet).
 func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Store, probeCLIs bool) (*workers.Workers, error) {
 	we, err := parseWorkerEnv(os.Environ(), o.Sbx, o.Logger)
 	if err != nil {
