@@ -411,7 +411,13 @@ func (s *Server) signalInbound(c *gin.Context) error {
 	id := contract.RoomSessionID(h.RuntimeSessionID)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), opsTimeout)
 	defer cancel()
-	if err := s.cfg.Temporal.SignalWorkflow(ctx, id, "", contract.SignalInbound, nil); err != nil {
+	err = s.cfg.Temporal.SignalWorkflow(ctx, id, "", contract.SignalInbound, nil)
+	if contract.IsNotFound(err) && !h.Removed && s.cfg.Sessions != nil {
+		// A bound room's workflow starts with its first message; the poke a lost first
+		// message would have made starts it (SignalWithStart).
+		err = s.cfg.Sessions.Poke(ctx, domain.Binding{RuntimeSessionID: h.RuntimeSessionID, AgentID: h.AgentID, RoomID: h.RoomID})
+	}
+	if err != nil {
 		return workflowError(id, err)
 	}
 	c.JSON(http.StatusOK, OpsActionBody{WorkflowID: id, Done: "signalled " + contract.SignalInbound,

@@ -13,6 +13,7 @@ import (
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
+	"github.com/jam-dev/jam/internal/testsupport/temporaltest"
 	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
@@ -89,6 +90,16 @@ func TestAnOperatorRetriesAWorkflowBlockedOnAFailingActivity(t *testing.T) {
 	}
 	if out := ops("signal", session.String(), "inbound"); !strings.Contains(out, "temporal workflow signal") {
 		t.Fatalf("signal:\n%s", out)
+	}
+	// A room whose first message's poke was lost has no workflow yet: the same poke starts it.
+	_, quiet := roomWith(t, c, "ops-quiet", agent)
+	if out := ops("signal", quiet.String(), "inbound"); !strings.Contains(out, "temporal workflow signal") {
+		t.Fatalf("signal of a never-started session:\n%s", out)
+	}
+	awaitPresence(t, c, quiet, domain.PresenceDormant, 30*time.Second)
+	tc := temporaltest.Dial(t, d.temporal)
+	if _, err := tc.DescribeWorkflowExecution(ctx, contract.RoomSessionID(quiet), ""); err != nil {
+		t.Fatalf("the poke did not start the session's workflow: %v", err)
 	}
 	if out := ops("reconcile", "status"); !strings.Contains(out, "schedule Reconcile") || !strings.Contains(out, "temporal schedule describe") {
 		t.Fatalf("reconcile status:\n%s", out)

@@ -253,9 +253,19 @@ func TestAStoppedAgentsMessagesSurviveARestartAndAreAnsweredAfterStart(t *testin
 		return len(repliesTo(t, c, queued)) != 0 || len(providerChildren(t, d2.proc.cmd.Process.Pid, exe)) != 0
 	}, "the stopped agent resurrected by the restart (a reply or a provider child)")
 
+	// A room bound while the agent is stopped and never messaged: starting the agent starts
+	// no workflow for it (it has nothing to do).
+	_, quiet := roomWith(t, c, "quiet", agent.ID)
 	must(t, c.Do(ctx, http.MethodPost, "/v1/agents/"+agent.ID.String()+"/start", nil, nil))
 	if r := awaitReply(t, c, queued, 30*time.Second); !strings.Contains(r.Text, "turns remembered: 1") {
 		t.Fatalf("reply after start %q: not the same provider session", r.Text)
 	}
 	wait.Never(t, 500*time.Millisecond, func() bool { return len(repliesTo(t, c, queued)) != 1 }, "the queued message answered other than once")
+	tc := temporaltest.Dial(t, d2.temporal)
+	if _, err := tc.DescribeWorkflowExecution(ctx, contract.RoomSessionID(quiet), ""); !contract.IsNotFound(err) {
+		t.Fatalf("starting the agent started the never-messaged room's workflow (%v)", err)
+	}
+	if s := getSession(t, c, quiet); s.Presence != domain.PresenceDormant {
+		t.Fatalf("never-messaged room after the agent's start: %s", s.Presence)
+	}
 }

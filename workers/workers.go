@@ -247,7 +247,7 @@ func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 		}
 	}, WithGroupRecords(records))
 	registerShared(w.shared, cfg.Store, cfg.Client, cfg.Lifecycle)
-	starter := &roomctl.Starter{Client: cfg.Client, Store: cfg.Store}
+	starter := &roomctl.Starter{Client: cfg.Client, Store: cfg.Store, Eager: cfg.Lifecycle.Eager}
 	asker := activities.BrokerAsker{Broker: &questions.Broker{Store: cfg.Store, Timeout: cfg.QuestionTimeout,
 		Log: cfg.Logger.With("component", "questions")}}
 	toolBackend := &activities.ToolBackend{Store: cfg.Store, Questions: asker, Poke: starter.Poke,

@@ -111,16 +111,32 @@ func (s *Starter) AgentRunIntent(ctx context.Context, agent uuid.UUID, intent do
 			// Every room's runtime stops; only rooms with backlog come back.
 			_, err = s.Update(ctx, hs.RuntimeSessionID, contract.UpdateRestart, contract.RestartRequest{OnlyIfBacklog: true})
 		default:
-			return s.Poke(ctx, domain.Binding{RuntimeSessionID: hs.RuntimeSessionID, AgentID: hs.AgentID, RoomID: hs.RoomID})
+			err = s.Client.SignalWorkflow(ctx, contract.RoomSessionID(hs.RuntimeSessionID), "", contract.SignalInbound, nil)
 		}
 		if contract.IsNotFound(err) {
 			if intent == domain.RunIntentStopped {
 				return nil // nothing runs
 			}
-			return s.Poke(ctx, domain.Binding{RuntimeSessionID: hs.RuntimeSessionID, AgentID: hs.AgentID, RoomID: hs.RoomID})
+			return s.startIfNeeded(ctx, hs)
 		}
 		return err
 	})
+}
+
+// startIfNeeded starts the workflow of a session that has none when it has something to do:
+// messages queued, or the eager lifecycle. A lazy room never messaged stays without one, so
+// starting or restarting an agent with many such rooms starts no workflow for them.
+func (s *Starter) startIfNeeded(ctx context.Context, hs domain.HostSession) error {
+	if !s.Eager {
+		n, err := s.Store.CountUnsettled(ctx, hs.AgentID, hs.RoomID)
+		if err != nil {
+			return fmt.Errorf("backlog of room session %s: %w", hs.RuntimeSessionID, err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+	return s.Poke(ctx, domain.Binding{RuntimeSessionID: hs.RuntimeSessionID, AgentID: hs.AgentID, RoomID: hs.RoomID})
 }
 
 // AgentDeleting stops every runtime of the agent and ends its session workflows.

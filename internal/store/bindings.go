@@ -317,5 +317,7 @@ func (q *Q) BindMembership(ctx context.Context, room, agent uuid.UUID, at time.T
 	if err != nil {
 		return Membership{}, fmt.Errorf("bind agent %s to room %s: %w", agent, room, err)
 	}
+	// The membership is older than its binding: messages may have been queued for it.
+	m.Fresh = false
 	return m, nil
 }
