@@ -73,11 +73,14 @@ func classify(err error) error {
 	return err
 }
 
-// retryable reports whether a whole transaction may be run again: a serialization failure
-// or deadlock on Postgres, a busy or locked database on SQLite.
+// retryable reports whether a whole transaction may be run again: a serialization failure,
+// deadlock or outdated prepared statement on Postgres, a busy or locked database on SQLite.
 func retryable(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
+	}
+	if errors.Is(err, errStalePlan) {
+		return true
 	}
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/schema"
 )
 
 type messageRow struct {
@@ -76,7 +78,7 @@ func (q *Q) PostMessage(ctx context.Context, m domain.Message) (domain.Message, 
 
 func (q *Q) postMessage(ctx context.Context, m domain.Message) (domain.Message, error) {
 	// The author must be an active participant; a room that does not exist has none.
-	participants, err := q.ListParticipants(ctx, m.RoomID)
+	participants, reserved, err := q.postingParticipants(ctx, m.RoomID)
 	if err != nil {
 		return m, err
 	}
@@ -99,8 +101,10 @@ func (q *Q) postMessage(ctx context.Context, m domain.Message) (domain.Message, 
 	// A message's transcript position is its message_posted event's id. One room's writers
 	// run one at a time (RoomScope, or InTx), so a room's seqs commit in order and paging
 	// "after seq" never skips a message.
-	ids, err := q.reserveEvents(ctx, 1+len(recipients))
-	if err != nil {
+	ids := reserved
+	if len(ids) >= 1+len(recipients) {
+		ids = ids[:1+len(recipients)]
+	} else if ids, err = q.reserveEvents(ctx, 1+len(recipients)); err != nil {
 		return m, err
 	}
 	m.Seq = ids[0]
@@ -146,6 +150,33 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args: []any{m.ID, m.Seq, m.RoomID, m.Aut
 		return m, fmt.Errorf("write message %s: %w", m.ID, err)
 	}
 	return m, nil
+}
+
+// postingParticipants lists a room's active participants for a post and, on Postgres,
+// reserves event ids in the same round trip, ascending: one per participant, which is as
+// many as the post needs (one for the message, one per recipient; its author is a
+// participant and no recipient). Ids it leaves unused are gaps, like a rolled-back writer's.
+// SQLite reserves none here: its ids come from a counter, consecutive.
+func (q *Q) postingParticipants(ctx context.Context, room uuid.UUID) ([]domain.Participant, []int64, error) {
+	if q.store.dialect != schema.Postgres || !q.inTx {
+		ps, err := q.ListParticipants(ctx, room)
+		return ps, nil, err
+	}
+	var rows []struct {
+		participantRow
+		EventID int64 `db:"event_id"`
+	}
+	if err := q.selectAll(ctx, &rows, `
+SELECT p.*, nextval('event_ids') AS event_id FROM room_participants p
+WHERE p.room_id = ? AND p.active ORDER BY p.created_at, p.id`, room); err != nil {
+		return nil, nil, fmt.Errorf("list participants of %s: %w", room, err)
+	}
+	ps, ids := make([]domain.Participant, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		ps[i], ids[i] = r.domain(), r.EventID
+	}
+	slices.Sort(ids)
+	return ps, ids, nil
 }
 
 func nonNil(ids []uuid.UUID) []uuid.UUID {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
-	_ "github.com/lib/pq"  // postgres driver
+	"github.com/lib/pq"
 	_ "modernc.org/sqlite" // sqlite driver
 
 	"github.com/jam-dev/jam/schema"
@@ -121,10 +121,18 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 
 // OpenTarget connects to a parsed target.
 func OpenTarget(ctx context.Context, t Target) (*Store, error) {
-	driver := string(t.Dialect)
-	db, err := sqlx.Open(driver, t.DSN)
-	if err != nil {
-		return nil, fmt.Errorf("open %s database: %w", t.Dialect, err)
+	var db *sqlx.DB
+	if t.Dialect == schema.Postgres {
+		connector, err := pq.NewConnector(t.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("open %s database: %w", t.Dialect, err)
+		}
+		db = sqlx.NewDb(sql.OpenDB(preparingConnector{pq: connector}), string(t.Dialect))
+	} else {
+		var err error
+		if db, err = sqlx.Open(string(t.Dialect), t.DSN); err != nil {
+			return nil, fmt.Errorf("open %s database: %w", t.Dialect, err)
+		}
 	}
 	if t.Dialect == schema.SQLite {
 		// One writer at a time is SQLite's model; a small pool keeps readers concurrent
@@ -276,22 +284,13 @@ func (s *Store) runTx(ctx context.Context, scope Scope, fn func(q *Q) error) (ap
 		}
 		defer func() { <-s.sqliteWriter }()
 	}
+	if s.dialect == schema.Postgres {
+		// Sent with BEGIN (preparingConn.BeginTx); a failure to take them fails the begin.
+		ctx = withTxPrelude(ctx, writerLocks(scope))
+	}
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("begin transaction: %w", err)
-	}
-	if s.dialect == schema.Postgres {
-		if scope == exclusiveWriter {
-			_, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, writerLockKey)
-		} else {
-			// One statement: the shared writer lock is taken before the scope's, in order.
-			_, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2, $3)`,
-				writerLockKey, scope.k1, scope.k2)
-		}
-		if err != nil {
-			_ = tx.Rollback()
-			return false, fmt.Errorf("begin transaction: writer lock: %w", classify(err))
-		}
+		return false, fmt.Errorf("begin transaction: %w", classify(err))
 	}
 	defer func() {
 		if err != nil {
@@ -306,6 +305,17 @@ func (s *Store) runTx(ctx context.Context, scope Scope, fn func(q *Q) error) (ap
 		return false, fmt.Errorf("commit: %w", classify(err))
 	}
 	return q.appendedEvents, nil
+}
+
+// writerLocks is the statement that takes a writer's advisory locks on Postgres: the writer
+// lock, exclusively for InTx; shared, then the scope's own, for a scoped writer (one
+// statement, so in that order). The keys are Jam's integers, not input.
+func writerLocks(scope Scope) string {
+	if scope == exclusiveWriter {
+		return fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, int64(writerLockKey))
+	}
+	return fmt.Sprintf(`SELECT pg_advisory_xact_lock_shared(%d), pg_advisory_xact_lock(%d, %d)`,
+		int64(writerLockKey), scope.k1, scope.k2)
 }
 
 // atomicIn runs fn in the current transaction, or in a new one of scope when q is not in a

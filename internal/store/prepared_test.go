@@ -1,0 +1,148 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	neturl "net/url"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/testsupport/testdb"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
+)
+
+func TestPostgresPreparesAStatementOncePerConnection(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, testdb.PostgresURL(t))
+	ctx := context.Background()
+	var prepared int
+	if err := s.InTx(ctx, func(q *Q) error {
+		for i := range 3 {
+			var n int
+			if err := q.get(ctx, &n, `SELECT ?::int + 40`, i); err != nil {
+				return err
+			}
+			if n != i+40 {
+				t.Errorf("run %d read %d", i, n)
+			}
+		}
+		// No parameters: the simple protocol, on the same connection as the runs above.
+		return q.get(ctx, &prepared, `SELECT count(*) FROM pg_prepared_statements WHERE statement = 'SELECT $1::int + 40'`)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if prepared != 1 {
+		t.Fatalf("the connection holds %d prepared statements of the text, want 1", prepared)
+	}
+}
+
+func TestAStatementOutdatedByAMigrationIsPreparedAgain(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, testdb.PostgresURL(t))
+	s.DB().SetMaxOpenConns(1) // one connection: the second read meets the statement the first prepared
+	ctx := context.Background()
+	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE drift (a int)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().ExecContext(ctx, `INSERT INTO drift VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		A int  `db:"a"`
+		B *int `db:"b"`
+	}
+	read := func() ([]row, error) {
+		var rows []row
+		err := s.InTx(ctx, func(q *Q) error { return q.selectAll(ctx, &rows, `SELECT * FROM drift WHERE a = ?`, 1) })
+		return rows, err
+	}
+	if _, err := read(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().ExecContext(ctx, `ALTER TABLE drift ADD COLUMN b int DEFAULT 2`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := read()
+	if err != nil {
+		t.Fatalf("read after the migration: %v", err)
+	}
+	if len(rows) != 1 || rows[0].B == nil || *rows[0].B != 2 {
+		t.Fatalf("read %+v after the migration, want the new column", rows)
+	}
+}
+
+func TestAWriterThatCannotTakeItsLockLeavesNoOpenTransaction(t *testing.T) {
+	t.Parallel()
+	url := testdb.PostgresURL(t)
+	holder := openTest(t, url)
+	ctx := context.Background()
+	room := createRoom(t, holder, "locked")
+	join(t, holder, room.ID, "alice")
+	for _, tc := range []struct {
+		name string
+		// options are the waiting store's session settings; timeout its call's.
+		options string
+		timeout time.Duration
+	}{
+		{name: "its context ends", timeout: 300 * time.Millisecond},
+		{name: "the server gives up", options: "-c lock_timeout=300ms", timeout: time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u, err := neturl.Parse(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.options != "" {
+				q := u.Query()
+				q.Set("options", tc.options)
+				u.RawQuery = q.Encode()
+			}
+			s, err := Open(ctx, u.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			s.DB().SetMaxOpenConns(1) // the post after the failure runs on the same connection
+
+			// An InTx holds the writer lock exclusively until released.
+			release, held, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+			go func() {
+				done <- holder.InTx(ctx, func(q *Q) error {
+					close(held)
+					<-release
+					return nil
+				})
+			}()
+			<-held
+			short, cancel := context.WithTimeout(ctx, tc.timeout)
+			defer cancel()
+			_, err = s.PostMessage(short, domain.Message{ID: uuid.New(), RoomID: room.ID, AuthorKind: domain.ParticipantHuman,
+				AuthorHuman: "alice", Text: "too late", CreatedAt: fixtureTime})
+			close(release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if err == nil {
+				t.Fatal("a post that could not take the writer lock succeeded")
+			}
+			wait.Eventually(t, 10*time.Second, func() error {
+				var open int
+				if err := holder.get(ctx, &open, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND state LIKE 'idle in transaction%'`); err != nil {
+					return err
+				}
+				if open != 0 {
+					return fmt.Errorf("%d connections are still in a transaction", open)
+				}
+				return nil
+			}, "no connection left in a transaction")
+			if _, err := s.PostMessage(ctx, domain.Message{ID: uuid.New(), RoomID: room.ID, AuthorKind: domain.ParticipantHuman,
+				AuthorHuman: "alice", Text: "after", CreatedAt: fixtureTime}); err != nil {
+				t.Fatalf("the next post: %v", err)
+			}
+		})
+	}
+}
