@@ -138,9 +138,12 @@ type scale struct {
 	DormantChildren int     `json:"dormant_child_processes"`
 	// WorkerRSSMiB is the RSS of the process that runs the worker: under jam dev that
 	// process also holds the embedded Temporal server and the API.
-	WorkerRSSMiB   float64 `json:"worker_rss_mib"`
-	BurstSeconds   float64 `json:"burst_50_seconds"`
-	TurnsPerSecond float64 `json:"burst_turns_per_second"`
+	WorkerRSSMiB float64 `json:"worker_rss_mib"`
+	// BurstSeconds runs from the first post to the last reply's store timestamp;
+	// BurstObservedSeconds until polling saw every reply (up to 100 ms later).
+	BurstSeconds         float64 `json:"burst_50_seconds"`
+	BurstObservedSeconds float64 `json:"burst_50_observed_seconds"`
+	TurnsPerSecond       float64 `json:"burst_turns_per_second"`
 	// WakeWithDormant is the wake (dormant post -> turn started) measured with every
 	// dormant room bound; WakeRatio divides its p50 by the wake p50 with few rooms.
 	WakeWithDormant latency `json:"wake_with_dormant_rooms"`
@@ -178,7 +181,7 @@ func (r benchReport) table() string {
 			rssName = "jam dev RSS (worker + Temporal + API)"
 		}
 		row(rssName, fmt.Sprintf("%.0f MiB", sh.s.WorkerRSSMiB), "worker <= 300 MB")
-		row(sh.name+": 50 rooms messaged at once", fmt.Sprintf("%.2f turns/s (%.1f s)", sh.s.TurnsPerSecond, sh.s.BurstSeconds), ">= 40 turns/s")
+		row(sh.name+": 50 rooms messaged at once", fmt.Sprintf("%.2f turns/s (%.2f s; polling saw it at %.2f s)", sh.s.TurnsPerSecond, sh.s.BurstSeconds, sh.s.BurstObservedSeconds), ">= 40 turns/s")
 		wake := fmt.Sprintf("p50 %.1f ms, p95 %.1f ms", sh.s.WakeWithDormant.P50, sh.s.WakeWithDormant.P95)
 		if sh.s.WakeRatio > 0 {
 			wake += fmt.Sprintf(" (x%.2f)", sh.s.WakeRatio)
@@ -253,12 +256,18 @@ func scaleAndBurst(t *testing.T, c *client.Client, agent uuid.UUID, parent, work
 		go func() { defer wg.Done(); msgs[i] = postText(t, c, targets[i].ID, "all at once") }()
 	}
 	wg.Wait()
+	var lastReply time.Time
 	for _, m := range msgs {
-		awaitReply(t, c, m, 5*time.Minute)
+		if r := awaitReply(t, c, m, 5*time.Minute); r.CreatedAt.After(lastReply) {
+			lastReply = r.CreatedAt
+		}
 	}
-	out.BurstSeconds = time.Since(start).Seconds()
+	out.BurstObservedSeconds = time.Since(start).Seconds()
 	out.BurstCPU = cpu0.costUntil(sampleCPU(t), burst)
 	burstProfile()
+	// The burst ends when the last reply was stored (the store's clock is this machine's),
+	// not when polling noticed it: the poll backs off to 100 ms between looks.
+	out.BurstSeconds = lastReply.Sub(start).Seconds()
 	out.TurnsPerSecond = burst / out.BurstSeconds
 	return out
 }
