@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	neturl "net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,18 +61,97 @@ func TestAStatementOutdatedByAMigrationIsPreparedAgain(t *testing.T) {
 		err := s.InTx(ctx, func(q *Q) error { return q.selectAll(ctx, &rows, `SELECT * FROM drift WHERE a = ?`, 1) })
 		return rows, err
 	}
-	if _, err := read(); err != nil {
+	readPool := func() ([]row, error) {
+		var rows []row
+		return rows, s.selectAll(ctx, &rows, `SELECT * FROM drift WHERE a = ?`, 1)
+	}
+	// Four connections hold the statement: four transactions read at once.
+	s.DB().SetMaxOpenConns(4)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			_ = s.InTx(ctx, func(q *Q) error {
+				var rows []row
+				<-start
+				return q.selectAll(ctx, &rows, `SELECT * FROM drift WHERE a = ?`, 1)
+			})
+		})
+	}
+	close(start)
+	wg.Wait()
+	if _, err := readPool(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.DB().ExecContext(ctx, `ALTER TABLE drift ADD COLUMN b int DEFAULT 2`); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := read()
-	if err != nil {
-		t.Fatalf("read after the migration: %v", err)
+	// Outside a transaction and inside one, every read after the migration succeeds:
+	// database/sql retries the first on a new connection, and the rest run on connections
+	// opened since.
+	for i := range 6 {
+		rows, err := readPool()
+		if err == nil {
+			rows, err = read()
+		}
+		if err != nil {
+			t.Fatalf("read %d after the migration: %v", i, err)
+		}
+		if len(rows) != 1 || rows[0].B == nil || *rows[0].B != 2 {
+			t.Fatalf("read %+v after the migration, want the new column", rows)
+		}
 	}
-	if len(rows) != 1 || rows[0].B == nil || *rows[0].B != 2 {
-		t.Fatalf("read %+v after the migration, want the new column", rows)
+}
+
+func TestATransactionBegunByACallerOfTheDBLeavesLaterOnesAlone(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, testdb.PostgresURL(t))
+	s.DB().SetMaxOpenConns(1) // the store's transactions run on the caller's connection
+	ctx := context.Background()
+	callers, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tx, err := s.DB().BeginTx(callers, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := s.InTx(ctx, func(q *Q) error {
+			var n int
+			return q.get(ctx, &n, `SELECT ?::int`, i)
+		}); err != nil {
+			t.Fatalf("transaction %d: %v", i, err)
+		}
+	}
+}
+
+func TestAStatementWhileAQuerysRowsAreOpenIsRefused(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, testdb.PostgresURL(t))
+	ctx := context.Background()
+	if err := s.InTx(ctx, func(q *Q) error {
+		rows, err := q.x.QueryxContext(ctx, q.rebind(`SELECT generate_series(1, ?::int)`), 3)
+		if err != nil {
+			return err
+		}
+		if !rows.Next() {
+			t.Fatal("no first row")
+		}
+		var n int
+		if err := q.get(ctx, &n, `SELECT ?::int`, 7); !errors.Is(err, errRowsOpen) {
+			t.Errorf("a statement while rows are open: %v (read %d), want it refused", err, n)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := q.get(ctx, &n, `SELECT ?::int`, 7); err != nil || n != 7 {
+			t.Errorf("after the rows closed: read %d, %v", n, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 

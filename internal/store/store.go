@@ -18,7 +18,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 	_ "modernc.org/sqlite" // sqlite driver
 
 	"github.com/jam-dev/jam/schema"
@@ -123,11 +122,11 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 func OpenTarget(ctx context.Context, t Target) (*Store, error) {
 	var db *sqlx.DB
 	if t.Dialect == schema.Postgres {
-		connector, err := pq.NewConnector(t.DSN)
+		connector, err := newPreparingConnector(t.DSN)
 		if err != nil {
 			return nil, fmt.Errorf("open %s database: %w", t.Dialect, err)
 		}
-		db = sqlx.NewDb(sql.OpenDB(preparingConnector{pq: connector}), string(t.Dialect))
+		db = sqlx.NewDb(sql.OpenDB(connector), string(t.Dialect))
 	} else {
 		var err error
 		if db, err = sqlx.Open(string(t.Dialect), t.DSN); err != nil {
@@ -145,6 +144,9 @@ func OpenTarget(ctx context.Context, t Target) (*Store, error) {
 		db.SetMaxOpenConns(16)
 		db.SetMaxIdleConns(16)
 		db.SetConnMaxIdleTime(5 * time.Minute)
+		// Statements are prepared per connection (prepared.go); a migration that changes a
+		// column's type without changing a result's shape is met by renewing connections.
+		db.SetConnMaxLifetime(30 * time.Minute)
 	}
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
