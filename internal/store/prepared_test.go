@@ -188,22 +188,12 @@ func TestAWriterThatCannotTakeItsLockLeavesNoOpenTransaction(t *testing.T) {
 			defer s.Close()
 			s.DB().SetMaxOpenConns(1) // the post after the failure runs on the same connection
 
-			// An InTx holds the writer lock exclusively until released.
-			release, held, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-			go func() {
-				done <- holder.InTx(ctx, func(q *Q) error {
-					close(held)
-					<-release
-					return nil
-				})
-			}()
-			<-held
+			release := holdWriter(t, holder)
 			short, cancel := context.WithTimeout(ctx, tc.timeout)
 			defer cancel()
 			_, err = s.PostMessage(short, domain.Message{ID: uuid.New(), RoomID: room.ID, AuthorKind: domain.ParticipantHuman,
 				AuthorHuman: "alice", Text: "too late", CreatedAt: fixtureTime})
-			close(release)
-			if err := <-done; err != nil {
+			if err := release(); err != nil {
 				t.Fatal(err)
 			}
 			if err == nil {

@@ -52,16 +52,7 @@ func TestASQLiteWriterQueuesBehindTheHolderAndHonoursItsContext(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, "sqlite:"+filepath.Join(t.TempDir(), "queue.db"))
 	ctx := context.Background()
-	holding, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- s.InTx(ctx, func(q *Q) error {
-			close(holding)
-			<-release
-			return nil
-		})
-	}()
-	<-holding
+	release := holdWriter(t, s)
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	if err := s.InTx(short, func(*Q) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
@@ -69,11 +60,33 @@ func TestASQLiteWriterQueuesBehindTheHolderAndHonoursItsContext(t *testing.T) {
 	}
 	ran := make(chan error, 1)
 	go func() { ran <- s.InTx(ctx, func(*Q) error { return nil }) }()
-	close(release)
-	if err := <-done; err != nil {
+	if err := release(); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-ran; err != nil {
 		t.Fatalf("the queued writer after the holder committed: %v", err)
+	}
+}
+
+// holdWriter runs an InTx that holds the writer lock (the exclusive advisory lock on
+// Postgres, the file's on SQLite) until release is called; release waits for its commit.
+func holdWriter(t *testing.T, s *Store) (release func() error) {
+	t.Helper()
+	held, stop, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- s.InTx(context.Background(), func(*Q) error {
+			close(held)
+			<-stop
+			return nil
+		})
+	}()
+	select {
+	case <-held:
+	case err := <-done:
+		t.Fatalf("hold the writer lock: %v", err)
+	}
+	return func() error {
+		close(stop)
+		return <-done
 	}
 }
