@@ -96,9 +96,28 @@ func (s *Sessions) MarkApplying(ctx context.Context, in ConfigRef) (bool, error)
 	return applied, superseded(err)
 }
 
-// CommitConfig makes the generation effective for the session.
-func (s *Sessions) CommitConfig(ctx context.Context, in ConfigRef) error {
-	return superseded(s.Store.CommitConfig(ctx, in.RuntimeSession, in.Generation, time.Now()))
+// CommitConfigResult is what the committed configuration means for the running session.
+type CommitConfigResult struct {
+	// IdleSecs is its idle-reap threshold (0 in results recorded before it).
+	IdleSecs int `json:"idle_secs,omitempty"`
+}
+
+// CommitConfig makes the generation effective for the session, and says the idle threshold
+// it brings (a template's idle_secs applies to the runtime it restarted, not only to the
+// next wake).
+func (s *Sessions) CommitConfig(ctx context.Context, in ConfigRef) (CommitConfigResult, error) {
+	if err := superseded(s.Store.CommitConfig(ctx, in.RuntimeSession, in.Generation, time.Now())); err != nil {
+		return CommitConfigResult{}, err
+	}
+	hs, err := s.Store.GetHostSession(ctx, in.RuntimeSession)
+	if err != nil {
+		return CommitConfigResult{}, nil // committed; the next wake reads the threshold
+	}
+	idle, err := s.idleSecs(ctx, hs.Config)
+	if err != nil {
+		return CommitConfigResult{}, nil
+	}
+	return CommitConfigResult{IdleSecs: idle}, nil
 }
 
 // FailConfig records a failed apply: the old configuration stays effective.

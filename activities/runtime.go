@@ -108,6 +108,8 @@ type PrepareRuntimeResult struct {
 	IdlePolicy        domain.IdlePolicy `json:"idle_policy"`
 	// Activation says how a sandboxed session's provider state was prepared ("" host-native).
 	Activation Activation `json:"activation,omitempty"`
+	// Warning is the runtime's readiness warning ("" when none): the session is degraded.
+	Warning string `json:"warning,omitempty"`
 }
 
 // PrepareRuntime starts a new runtime instance for the session: it issues the next instance
@@ -167,6 +169,10 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	if err != nil {
 		return PrepareRuntimeResult{}, fmt.Errorf("agent of runtime session %s: %w", hs.RuntimeSessionID, err)
 	}
+	room, err := roster(ctx, r.Store, hs, agent)
+	if err != nil {
+		return PrepareRuntimeResult{}, err
+	}
 	row, ok := domain.LookupTransport(hs.Config.Transport)
 	if !ok || !row.Owned {
 		return PrepareRuntimeResult{}, contract.Fail(
@@ -182,6 +188,14 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		return PrepareRuntimeResult{}, err
 	}
 	defer l.release()
+	// The environment the provider sees: inside its sandbox when it runs in one.
+	seen := l.env
+	if l.guestEnv != nil {
+		seen = l.guestEnv
+	}
+	if err := missingKey(row, hs.Config, seen); err != nil {
+		return PrepareRuntimeResult{}, startFailure(ctx, err, row, hs, r.Node)
+	}
 	gen, err := r.Store.BeginRuntimeInstance(ctx, hs.RuntimeSessionID, time.Now())
 	if err != nil {
 		return PrepareRuntimeResult{}, err
@@ -190,8 +204,12 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	spec := provider.Spec{RuntimeSession: hs.RuntimeSessionID, Generation: gen, AgentID: agent.ID, RoomID: hs.RoomID,
 		Transport: hs.Config.Transport, Executable: l.exe, Args: l.args, Env: l.env, GuestEnv: l.guestEnv, Dir: l.dir, StateDir: l.stateDir,
 		ProviderSessionID: hs.ProviderSessionID, IdlePolicy: hs.Config.IdlePolicy, Settings: hs.Config.Settings, Briefing: agent.Briefing,
+		Roster:       room,
 		ReadyTimeout: r.readyTimeout(row),
 		Permissions:  r.Permissions, Events: r.sink(hs, gen, log), Log: log}
+	// What the runtime tells people never carries the values of the variables its template
+	// names (as the provider sees them).
+	spec.Redactor = provider.NewRedactor(seen, hs.Config.EnvAllowlist)
 	// A fence kills it when its room may run on a node sharing this one's host store.
 	spec.MayMove = placementAsk(hs.Config, "").Movable
 	if in.Host != uuid.Nil && domain.ResolvePlacement(hs.Config.Placement) == domain.PlacementShared {
@@ -212,24 +230,11 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	if st, ok := rt.(provider.DispositionStager); ok && sess != nil && err == nil {
 		sess.Bind(st)
 	}
-	switch {
-	case errors.Is(err, provider.ErrExactResumeUnavailable):
-		if c := l.activation.checkpoint; c != nil {
+	if err != nil {
+		if c := l.activation.checkpoint; c != nil && errors.Is(err, provider.ErrExactResumeUnavailable) {
 			_ = r.observe(ctx, *c, hs, domain.ResumeFailed, domain.Truncate(err.Error(), 500)) // failing closed anyway
 		}
-		return PrepareRuntimeResult{}, contract.Fail(
-			fmt.Sprintf("runtime session %s cannot resume provider session %s exactly", hs.RuntimeSessionID, hs.ProviderSessionID),
-			domain.ErrTypeExactResume, err)
-	case errors.Is(err, provider.ErrNoAdapter):
-		return PrepareRuntimeResult{}, contract.Fail(
-			fmt.Sprintf("node has no runtime adapter for transport %s", hs.Config.Transport), domain.ErrTypeAdapterMissing, err)
-	case errors.Is(err, provider.ErrNotReady):
-		// Not retried: a provider that stays silent this long needs its template looked at,
-		// and each attempt would hold the room "starting" for the whole bound again.
-		return PrepareRuntimeResult{}, contract.Fail(
-			fmt.Sprintf("%s did not become ready: %v", row.Label, err), domain.ErrTypeNotReady, err)
-	case err != nil:
-		return PrepareRuntimeResult{}, fmt.Errorf("start runtime %s: %w", hs.RuntimeSessionID, err)
+		return PrepareRuntimeResult{}, startFailure(ctx, err, row, hs, r.Node)
 	}
 	if p.Version != "" && p.Version != hs.ProviderVersion {
 		// Checkpoints record it, and continuity inspection reports a change of it.
@@ -264,8 +269,20 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	if in.ConfigGeneration > 0 && r.Pause != nil {
 		r.Pause(ctx, "apply.candidate_started")
 	}
+	warning := r.readiness(ctx, hs.RuntimeSessionID, gen, rt)
 	return PrepareRuntimeResult{Generation: gen, ProviderSessionID: p.ProviderSessionID, Resumed: p.Resumed,
-		Identity: p.Identity, PID: p.PID, IdlePolicy: rt.IdlePolicy(), Activation: l.activation.kind}, nil
+		Identity: p.Identity, PID: p.PID, IdlePolicy: rt.IdlePolicy(), Activation: l.activation.kind, Warning: warning}, nil
+}
+
+// readiness is the runtime instance's readiness warning, recorded for the session (the room
+// is told when it appears, changes or clears). Not recording it changes nothing the runtime
+// does, so a failure is logged, not returned.
+func (r *Runtimes) readiness(ctx context.Context, session uuid.UUID, gen int64, rt provider.Runtime) string {
+	warning := domain.Truncate(rt.ReadinessWarning(), 1000)
+	if err := r.Store.RecordReadiness(context.WithoutCancel(ctx), session, gen, warning, time.Now()); err != nil {
+		r.Log.Warn("readiness not recorded", "runtime_session", session, "generation", gen, "error", err)
+	}
+	return warning
 }
 
 // lastAttempt reports whether an activity attempt that failed with err is its last: err is
@@ -434,6 +451,8 @@ type RunTurnResult struct {
 	Settled   int                `json:"settled"`
 	Unsettled int                `json:"unsettled"`
 	Error     string             `json:"error,omitempty"`
+	// Warning is the runtime's readiness warning after the turn ("" when none).
+	Warning string `json:"warning,omitempty"`
 }
 
 // RunTurn delivers every unsettled message of the session's room to its live runtime as one
@@ -455,6 +474,14 @@ func (r *Runtimes) RunTurn(ctx context.Context, in RunTurnInput) (RunTurnResult,
 		return RunTurnResult{Outcome: domain.TurnComplete}, nil
 	}
 	turn := provider.Turn{ID: in.TurnID}
+	if self, err := r.Store.GetAgent(ctx, hs.AgentID); err == nil {
+		// The runtime hears who joined or left since its last turn.
+		if room, err := roster(ctx, r.Store, hs, self); err == nil {
+			turn.Roster = &room
+		} else {
+			r.Log.Warn("room roster not read; the turn says nothing of it", "runtime_session", hs.RuntimeSessionID, "error", err)
+		}
+	}
 	for _, row := range rows {
 		m, err := r.message(ctx, row)
 		if err != nil {
@@ -479,6 +506,9 @@ func (r *Runtimes) RunTurn(ctx context.Context, in RunTurnInput) (RunTurnResult,
 		}
 	}
 	out := RunTurnResult{Outcome: res.Outcome, Messages: len(turn.Messages), Unsettled: len(res.Plan.Unsettled)}
+	if rt, gen, ok := r.Table.Get(in.RuntimeSession); ok && gen == in.Generation {
+		out.Warning = r.readiness(ctx, in.RuntimeSession, in.Generation, rt)
+	}
 	if res.Err != nil {
 		out.Error = domain.Truncate(res.Err.Error(), 1000)
 	}

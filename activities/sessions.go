@@ -100,8 +100,8 @@ type LoadSessionResult struct {
 	// Sandboxed: the session runs in its runtime host's sandbox (a lease is taken first).
 	Sandboxed bool `json:"sandboxed"`
 	// Node is where a runtime should start, with a slot taken there (domain.Place): the
-	// previous node while it is live, else the live undrained node with the most free
-	// capacity that has an adapter for the session's provider; "" when nothing is to start
+	// previous node while it is live, else the live undrained node with the smallest share
+	// of its capacity in use that has an adapter for the session's provider; "" when nothing is to start
 	// or no node can take it (Waiting says why).
 	Node string `json:"node"`
 	// Waiting is why no node took the runtime.
@@ -253,13 +253,25 @@ func (s *Sessions) ClearRuntimeFailure(ctx context.Context, in ClearRuntimeFailu
 type BacklogReport struct {
 	// Sessions have unsettled messages while their agent wants to run.
 	Sessions []uuid.UUID `json:"sessions"`
+	// Rooms names each session's agent and room: a workflow Reconcile starts carries them
+	// as its search attributes (reports recorded before it have none).
+	Rooms map[uuid.UUID]SessionRoom `json:"rooms,omitempty"`
 	// StaleNodes missed three heartbeats in a row.
 	StaleNodes []string `json:"stale_nodes"`
-	// Retry sessions failed for want of an adapter that a live node now has.
-	Retry []uuid.UUID `json:"retry,omitempty"`
+	// Retry sessions failed for want of an adapter that a live node now has, or for what a
+	// node's environment decides (a key variable, an executable) on a node that restarted
+	// since; RetryReasons says which (reports recorded before it have none).
+	Retry        []uuid.UUID          `json:"retry,omitempty"`
+	RetryReasons map[uuid.UUID]string `json:"retry_reasons,omitempty"`
 	// Move sessions run on a draining node and can run on another that shares its host
 	// store: they leave at their next turn boundary (contract.SignalMove).
 	Move []MoveOff `json:"move,omitempty"`
+}
+
+// SessionRoom is the agent and room of a room session.
+type SessionRoom struct {
+	Agent uuid.UUID `json:"agent"`
+	Room  uuid.UUID `json:"room"`
 }
 
 // MoveOff is a live runtime on a draining node that another node can take.
@@ -274,9 +286,15 @@ const ReconcileLimit = 10000
 // FindBacklog lists the sessions Reconcile pokes and the nodes it reports stale. It reads
 // only; the workflow decides what to do.
 func (s *Sessions) FindBacklog(ctx context.Context) (BacklogReport, error) {
-	ids, err := s.Store.SessionsWithBacklog(ctx, ReconcileLimit)
+	refs, err := s.Store.SessionsWithBacklog(ctx, ReconcileLimit)
 	if err != nil {
 		return BacklogReport{}, err
+	}
+	ids := make([]uuid.UUID, len(refs))
+	rooms := make(map[uuid.UUID]SessionRoom, len(refs))
+	for i, r := range refs {
+		ids[i] = r.RuntimeSessionID
+		rooms[r.RuntimeSessionID] = SessionRoom{Agent: r.AgentID, Room: r.RoomID}
 	}
 	nodes, err := s.Store.ListNodes(ctx)
 	if err != nil {
@@ -286,7 +304,7 @@ func (s *Sessions) FindBacklog(ctx context.Context) (BacklogReport, error) {
 	if err != nil {
 		return BacklogReport{}, err
 	}
-	out := BacklogReport{Sessions: ids}
+	out := BacklogReport{Sessions: ids, Rooms: rooms}
 	var live []domain.Node
 	for _, n := range nodes {
 		if now.Sub(n.HeartbeatAt) > domain.NodeStaleAfter {
@@ -295,20 +313,58 @@ func (s *Sessions) FindBacklog(ctx context.Context) (BacklogReport, error) {
 			live = append(live, n)
 		}
 	}
-	failed, err := s.Store.FailedSessions(ctx, domain.FailureAdapterMissing, ReconcileLimit)
-	if err != nil {
+	if err := s.retries(ctx, live, &out); err != nil {
 		return BacklogReport{}, err
-	}
-	for _, hs := range failed {
-		row, _ := domain.LookupTransport(hs.Config.Transport)
-		if slices.ContainsFunc(live, func(n domain.Node) bool { return n.Runs(row.Provider) }) {
-			out.Retry = append(out.Retry, hs.RuntimeSessionID)
-		}
 	}
 	if out.Move, err = s.movable(ctx, nodes, now); err != nil {
 		return BacklogReport{}, err
 	}
 	return out, nil
+}
+
+// nodeEnvFailures are the failure classes a node's environment decides (a variable set, an
+// executable installed, a CLI that starts): a node restarted since the failure may have
+// changed it, so the session tries once more (issue 43).
+var nodeEnvFailures = []domain.FailureClass{domain.FailureCredentialMissing, domain.FailureExecutableRefused,
+	domain.FailureEnvRefused, domain.FailureStartFailed, domain.FailureNotReady}
+
+// retries lists the failed sessions a change may let start now: those that wanted an
+// adapter a live node has, and those failed for what a node's environment decides while a
+// live node that runs their provider restarted since.
+func (s *Sessions) retries(ctx context.Context, live []domain.Node, out *BacklogReport) error {
+	add := func(hs domain.HostSession, reason string) {
+		if out.RetryReasons == nil {
+			out.RetryReasons = map[uuid.UUID]string{}
+		}
+		out.Retry = append(out.Retry, hs.RuntimeSessionID)
+		out.RetryReasons[hs.RuntimeSessionID] = reason
+	}
+	failed, err := s.Store.FailedSessions(ctx, domain.FailureAdapterMissing, ReconcileLimit)
+	if err != nil {
+		return err
+	}
+	for _, hs := range failed {
+		row, _ := domain.LookupTransport(hs.Config.Transport)
+		if slices.ContainsFunc(live, func(n domain.Node) bool { return n.Runs(row.Provider) }) {
+			add(hs, "a live node now has the runtime adapter")
+		}
+	}
+	for _, class := range nodeEnvFailures {
+		failed, err := s.Store.FailedSessions(ctx, class, ReconcileLimit)
+		if err != nil {
+			return err
+		}
+		for _, hs := range failed {
+			row, _ := domain.LookupTransport(hs.Config.Transport)
+			i := slices.IndexFunc(live, func(n domain.Node) bool {
+				return n.Runs(row.Provider) && hs.Failure != nil && n.StartedAt.After(hs.Failure.At)
+			})
+			if i >= 0 {
+				add(hs, fmt.Sprintf("node %s restarted since the failure", live[i].Name))
+			}
+		}
+	}
+	return nil
 }
 
 // movable lists the live runtimes on draining nodes that placement would now put on another

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -183,25 +182,26 @@ func (s *Server) createAgent(c *gin.Context) error {
 			return err
 		}
 	}
-	a, err := s.cfg.Store.CreateAgent(c.Request.Context(), domain.Agent{ID: uuid.New(), Name: req.Name, Kind: req.Kind,
-		Briefing: req.Briefing, CreatedAt: time.Now()}, hash)
-	if errors.Is(err, store.ErrConflict) {
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "an agent with this name already exists", Cause: err}
-	}
-	if err != nil {
-		return err
-	}
-	if a.Kind == domain.AgentOwned {
+	agent := domain.Agent{ID: uuid.New(), Name: req.Name, Kind: req.Kind, Briefing: req.Briefing, CreatedAt: time.Now()}
+	var a domain.Agent
+	var err error
+	if req.Kind == domain.AgentOwned {
 		cfg := DefaultTemplate()
 		if req.Template != nil {
 			cfg = *req.Template
 		}
 		// An owned agent is created with its parked template, as the reference's are: it
-		// runs nothing until it joins a room, and then needs no further step.
-		if _, err := s.cfg.Store.CreateTemplate(c.Request.Context(), domain.Template{ID: uuid.New(), AgentID: a.ID,
-			Config: cfg.Normalized(), CreatedAt: time.Now()}); err != nil {
-			return fmt.Errorf("create the first template of agent %s: %w", a.ID, err)
-		}
+		// runs nothing until it joins a room, and then needs no further step. Both or neither.
+		a, _, err = s.cfg.Store.CreateOwnedAgent(c.Request.Context(), agent,
+			domain.Template{ID: uuid.New(), Config: cfg.Normalized(), CreatedAt: agent.CreatedAt})
+	} else {
+		a, err = s.cfg.Store.CreateAgent(c.Request.Context(), agent, hash)
+	}
+	if errors.Is(err, store.ErrConflict) {
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "an agent with this name already exists", Cause: err}
+	}
+	if err != nil {
+		return err
 	}
 	body := agentBody(a)
 	body.APIKey = key

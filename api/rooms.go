@@ -113,6 +113,11 @@ type MessageBody struct {
 	AuthorHuman     string     `json:"author_human,omitempty"`
 	Text            string     `json:"text"`
 	ReplyTo         *uuid.UUID `json:"reply_to,omitempty"`
+	// A long agent reply is posted as ordered parts: Part of Parts (from 1; absent for a
+	// message that is whole), each after the first continuing the part before it.
+	Continues *uuid.UUID `json:"continues,omitempty"`
+	Part      int        `json:"part,omitempty"`
+	Parts     int        `json:"parts,omitempty"`
 	// AgentHops counts the agent messages in this one's chain since the last human message;
 	// past the room's limit (setting rooms.max_agent_hops) a message wakes no agent.
 	AgentHops int       `json:"agent_hops"`
@@ -128,7 +133,8 @@ type MessageList struct {
 
 func messageBody(m domain.Message) MessageBody {
 	return MessageBody{ID: m.ID, Seq: m.Seq, RoomID: m.RoomID, AuthorKind: m.AuthorKind, AuthorAgentID: m.AuthorAgentID,
-		AuthorHuman: m.AuthorHuman, Text: m.Text, ReplyTo: m.ReplyTo, AgentHops: m.AgentHops, CreatedAt: m.CreatedAt}
+		AuthorHuman: m.AuthorHuman, Text: m.Text, ReplyTo: m.ReplyTo, Continues: m.Continues, Part: m.Part, Parts: m.Parts,
+		AgentHops: m.AgentHops, CreatedAt: m.CreatedAt}
 }
 
 // authorNames resolves the names of authoring agents for one request, each agent once.

@@ -82,6 +82,8 @@ type RuntimeBody struct {
 	LastActivity *time.Time `json:"last_activity,omitempty"`
 	IdleSecs     int        `json:"idle_secs"`
 	LastError    string     `json:"last_error,omitempty"`
+	// Warning is the live runtime's readiness warning (presence degraded).
+	Warning string `json:"warning,omitempty"`
 	// Host and Sandbox name the runtime host (and its sandbox) of a sandboxed session.
 	Host    *uuid.UUID `json:"host,omitempty"`
 	Sandbox string     `json:"sandbox,omitempty"`
@@ -144,7 +146,7 @@ func (s *Server) withState(ctx context.Context, b *SessionBody) {
 func (s *Server) applyState(b *SessionBody, st contract.RoomSessionStatus) {
 	b.Presence, b.Phase = st.Presence, st.Phase
 	rb := &RuntimeBody{Node: st.Node, Generation: st.Generation, PID: st.PID, InTurn: st.InTurn, Held: st.Held,
-		Turns: st.Turns, IdleSecs: st.IdleSecs, LastError: st.LastError, Host: st.Host, Sandbox: st.Sandbox}
+		Turns: st.Turns, IdleSecs: st.IdleSecs, LastError: st.LastError, Warning: st.Warning, Host: st.Host, Sandbox: st.Sandbox}
 	if !st.LastActivity.IsZero() {
 		t := st.LastActivity.UTC()
 		rb.LastActivity = &t

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/provider"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/realagent"
 	"github.com/jam-dev/jam/internal/testsupport/stubmodel"
@@ -131,7 +133,9 @@ func TestClaudeCodeAnswersSteersStopsAndResumesInARoom(t *testing.T) {
 }
 
 // A Bash command the scripted model asks Claude to run is a pending runtime permission;
-// `jam permission decide` answers it and the command's result reaches the model.
+// `jam permission decide` answers it and the command's result reaches the model. The command
+// holds a token and an Authorization header: neither value reaches the API, the event
+// stream or the transcript (issue 43), while the command runs with them.
 func TestAClaudeToolPermissionIsDecidedWithTheCLI(t *testing.T) {
 	realagent.Require(t, "claude")
 	var mu sync.Mutex
@@ -144,7 +148,8 @@ func TestAClaudeToolPermissionIsDecidedWithTheCLI(t *testing.T) {
 		calls++
 		if calls == 1 {
 			return stubmodel.Reply{ToolCall: &stubmodel.ToolCall{Name: "Bash",
-				Arguments: map[string]any{"command": "touch " + target + " && echo made-it", "description": "make a file"}}}
+				Arguments: map[string]any{"command": "touch " + target + ` && echo made-it --token=s3cr3t -H "Authorization: Bearer abc"`,
+					"description": "make a file"}}}
 		}
 		return stubmodel.ReplyTool(r)
 	})
@@ -182,8 +187,29 @@ func TestAClaudeToolPermissionIsDecidedWithTheCLI(t *testing.T) {
 	for _, r := range model.Requests() {
 		results = append(results, r.ToolResults...)
 	}
-	if len(results) == 0 || !strings.Contains(results[0], "made-it") {
+	if len(results) == 0 || !strings.Contains(results[0], "made-it --token=s3cr3t") {
 		t.Fatalf("the command's output did not reach the model: %q", results)
+	}
+	// What people see of it holds neither secret.
+	var seen []string
+	var decided api.PermissionList
+	must(t, c.Do(ctx, http.MethodGet, "/v1/permissions", nil, &decided))
+	for _, p := range decided.Items {
+		seen = append(seen, p.Title, p.Summary)
+	}
+	for _, m := range transcript(t, c, room.ID) {
+		seen = append(seen, m.Text)
+	}
+	seen = append(seen, roomEventPayloads(t, c, room.ID)...)
+	for _, secret := range []string{"s3cr3t", "Bearer abc"} {
+		for _, s := range seen {
+			if strings.Contains(s, secret) {
+				t.Fatalf("%q reached people: %s", secret, s)
+			}
+		}
+	}
+	if !slices.ContainsFunc(seen, func(s string) bool { return strings.Contains(s, "--token="+provider.Redacted) }) {
+		t.Fatalf("the permission does not show the redacted command: %q", seen)
 	}
 }
 

@@ -25,6 +25,13 @@ import (
 // steer or interrupt the turn.
 const slowMarker = "[[slow]]"
 
+// longMarker in a message makes the scripted model reply with longReport, over three
+// messages' worth of text.
+const longMarker = "[[long]]"
+
+// longReport is 200 KiB of paragraphs.
+var longReport = strings.Repeat(strings.Repeat("The report goes on. ", 50)+"\n\n", 205)
+
 // codexModel is the scripted model of the Codex tests: jam_reply_to_message for every
 // message, streamed slowly first when the message asks for it.
 func codexModel(t *testing.T) *stubmodel.Server {
@@ -34,6 +41,9 @@ func codexModel(t *testing.T) *stubmodel.Server {
 	model, err := stubmodel.Start(func(r stubmodel.Request) stubmodel.Reply {
 		reply := stubmodel.ReplyTool(r)
 		id, prompt := r.Unanswered()
+		if id != "" && strings.Contains(prompt, longMarker) && reply.ToolCall != nil {
+			reply.ToolCall.Arguments = map[string]string{"message_id": id, "text": longReport}
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if id != "" && strings.Contains(prompt, slowMarker) && !slowed[id] {
@@ -91,6 +101,22 @@ func TestCodexAnswersSteersStopsAndResumesInARoom(t *testing.T) {
 	}
 	wait.Never(t, time.Second, func() bool { return len(repliesTo(t, c, first)) != 1 },
 		"a second reply: the final text must not be posted beside the tool's reply")
+
+	// A 200 KiB reply arrives whole, as ordered parts each within a message's limit.
+	long := postText(t, c, room.ID, longMarker+" the full report, please")
+	awaitReply(t, c, long, 2*time.Minute)
+	parts := repliesTo(t, c, long)
+	var whole strings.Builder
+	for i, p := range parts {
+		if p.Part != i+1 || p.Parts != len(parts) || len(p.Text) > domain.MaxMessageBytes || (i > 0 && *p.Continues != parts[i-1].ID) {
+			t.Fatalf("part %d of %d: part %d/%d, %d bytes", i+1, len(parts), p.Part, p.Parts, len(p.Text))
+		}
+		whole.WriteString(p.Text)
+	}
+	if len(parts) < 4 || whole.String() != longReport {
+		t.Fatalf("%d parts, whole %v (%d of %d bytes)", len(parts), whole.String() == longReport, whole.Len(), len(longReport))
+	}
+
 	s := getSession(t, c, session)
 	thread := s.ProviderSessionID
 	if thread == "" || s.ProviderVersion == "" {

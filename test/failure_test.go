@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -73,19 +74,44 @@ func TestAFailedRuntimeHoldsVisiblyAndWakesOnlyOnAChange(t *testing.T) {
 		t.Fatalf("the failed runtime was started %d times", strings.Count(string(b), "started"))
 	}
 
-	// The fix, applied: the room wakes, answers what waited (the test agent replies to the
-	// newest message of a turn), and is reaped at its template's idle_secs.
-	two := 2
-	fixed := domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, Command: testagent.Binary(t), IdleSecs: &two}
-	saveApplied(t, c, templateOf(t, c, agent.ID), fixed)
+	// The fix, applied: the room wakes and answers what waited (the test agent replies to the
+	// newest message of a turn). This agent cannot resume its sessions: the runtime answers
+	// degraded, saying why, on the session, the event stream and `jam session list`.
+	limited := domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, Command: testagent.Binary(t),
+		Args: []string{"--no-load", "--no-resume"}}
+	saveApplied(t, c, templateOf(t, c, agent.ID), limited)
 	r := awaitReply(t, c, last, 60*time.Second)
 	if !strings.Contains(r.Text, "hello??") {
 		t.Fatalf("the reply after the fix: %q", r.Text)
 	}
-	s = getSession(t, c, session)
-	if s.Failure != nil || s.Runtime == nil || s.Runtime.IdleSecs != 2 {
-		t.Fatalf("after the fix: failure %+v runtime %+v", s.Failure, s.Runtime)
+	const cannotResume = "supports neither session/load nor session/resume"
+	s = awaitPresence(t, c, session, domain.PresenceDegraded, 10*time.Second)
+	if s.Runtime == nil || !strings.Contains(s.Runtime.Warning, cannotResume) {
+		t.Fatalf("degraded session %+v", s.Runtime)
 	}
+	awaitEvent(t, c, room.ID, domain.EventRuntimeReadiness, func(p json.RawMessage) bool {
+		return strings.Contains(string(p), cannotResume) && strings.Contains(string(p), `"degraded":true`)
+	}, 10*time.Second)
+	if out, err := runJam(t, cli, "session", "list", "--room", room.ID.String()); err != nil ||
+		!strings.Contains(out, "degraded") || !strings.Contains(out, cannotResume) {
+		t.Fatalf("jam session list: %v\n%s", err, out)
+	}
+
+	// An agent that can resume clears it; the template's idle_secs is the threshold its
+	// runtime is reaped at.
+	two := 2
+	fixed := domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, Command: testagent.Binary(t), IdleSecs: &two}
+	saveApplied(t, c, templateOf(t, c, agent.ID), fixed)
+	awaitEvent(t, c, room.ID, domain.EventRuntimeReadiness, func(p json.RawMessage) bool {
+		return strings.Contains(string(p), `"degraded":false`)
+	}, 30*time.Second)
+	wait.Eventually(t, 10*time.Second, func() error {
+		s = getSession(t, c, session)
+		if s.Failure != nil || s.Runtime == nil || s.Runtime.IdleSecs != 2 || s.Runtime.Warning != "" {
+			return fmt.Errorf("failure %+v runtime %+v", s.Failure, s.Runtime)
+		}
+		return nil
+	}, "the applied template's idle_secs on the live runtime, without a warning")
 	awaitPresence(t, c, session, domain.PresenceDormant, 20*time.Second)
 }
 

@@ -176,3 +176,43 @@ func awaitEvent(t *testing.T, c *client.Client, room uuid.UUID, kind domain.Even
 		t.Fatalf("no %s event in room %s within %s (%v)", kind, room, timeout, err)
 	}
 }
+
+// roomEvents are the room's events so far, as the stream gives them.
+func roomEvents(t *testing.T, c *client.Client, room uuid.UUID) []api.EventBody {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var out []api.EventBody
+	_ = c.Stream(ctx, "/v1/events?room="+room.String(), "0", func(e client.Event) error {
+		if e.Data.Kind != "" {
+			out = append(out, e.Data)
+		}
+		return nil
+	})
+	if len(out) == 0 {
+		t.Fatalf("no events of room %s", room)
+	}
+	return out
+}
+
+// roomEventPayloads are the payloads of the room's events so far.
+func roomEventPayloads(t *testing.T, c *client.Client, room uuid.UUID) []string {
+	t.Helper()
+	var out []string
+	for _, e := range roomEvents(t, c, room) {
+		out = append(out, string(e.Payload))
+	}
+	return out
+}
+
+// countEvents counts the room's events of kind so far.
+func countEvents(t *testing.T, c *client.Client, room uuid.UUID, kind domain.EventKind) int {
+	t.Helper()
+	n := 0
+	for _, e := range roomEvents(t, c, room) {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
+}

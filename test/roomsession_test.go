@@ -129,9 +129,20 @@ func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
 	// Session scope: stop holds this one room down with its message queued; restart brings
 	// it back and the message is answered. A sibling room is never bounced.
 	sibling, siblingSession := roomWith(t, c, "sibling", agent.ID)
-	sm := postText(t, c, sibling.ID, "sibling here")
-	awaitReply(t, c, sm, 30*time.Second)
+	// The runtime is told its room: its own name, the room's and who else is there; the
+	// first turn after a human joins names them.
+	sm := postText(t, c, sibling.ID, "[[roster]] sibling here")
+	if r := awaitReply(t, c, sm, 30*time.Second); !strings.Contains(r.Text, `roster: You are builder, an agent in the room "sibling". Participants: ada (human).`) {
+		t.Fatalf("the runtime's roster: %q", r.Text)
+	}
 	siblingPID := awaitPresence(t, c, siblingSession, domain.PresenceLive, 5*time.Second).Runtime.PID
+	must(t, c.Do(ctx, http.MethodPost, "/v1/rooms/"+sibling.ID.String()+"/participants", map[string]string{"human": "bob"}, nil))
+	var joined api.MessageBody
+	must(t, c.Do(ctx, http.MethodPost, "/v1/rooms/"+sibling.ID.String()+"/messages", api.PostMessageRequest{Text: "[[roster]] and now?", Author: "ada"}, &joined))
+	if r := awaitReply(t, c, joined, 30*time.Second); !strings.Contains(r.Text, "membership: joined: bob (human).") ||
+		!strings.Contains(r.Text, "Participants: ada (human), bob (human).") {
+		t.Fatalf("the turn after bob joined: %q", r.Text)
+	}
 	var stopped api.SessionBody
 	must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session.String()+"/stop", nil, &stopped))
 	if stopped.Presence != domain.PresenceDormant || stopped.Runtime == nil || !stopped.Runtime.Held {

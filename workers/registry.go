@@ -40,7 +40,7 @@ func DefaultFactories() map[domain.Provider]provider.Factory {
 }
 
 // ErrRegistryClosed: the worker is shutting down and starts no runtime.
-var ErrRegistryClosed = errors.New("runtime registry is shut down")
+var ErrRegistryClosed = fmt.Errorf("runtime registry is shut down: %w", provider.ErrShuttingDown)
 
 // ErrUnsupportedTransport: no adapter is registered for the transport's provider.
 var ErrUnsupportedTransport = provider.ErrNoAdapter

@@ -30,7 +30,8 @@ const maxPokesPerRun = 1000
 // reconcile status` reads it).
 type ReconcileReport = contract.ReconcileReport
 
-// versionReconcileRetry gates telling failed sessions that a node gained their adapter.
+// versionReconcileRetry gates telling failed sessions that a node gained their adapter (or,
+// with the same commands, restarted since a failure its environment decides).
 const versionReconcileRetry = "reconcile-retry-adapters"
 
 // versionReconcileMove gates telling sessions on draining nodes that they can move.
@@ -66,12 +67,18 @@ func Reconcile(ctx workflow.Context) (ReconcileReport, error) {
 		}
 		// No running workflow: start it (abandoned, so it outlives this run); its first
 		// step loads the backlog.
+		// Tagged with its agent and room as every other start of it is, so `jam ops find`
+		// and the Web UI find it (search attributes are not part of the replayed command).
+		room := found.Rooms[ids[i]]
+		in := contract.RoomSessionInput{RuntimeSession: ids[i], AgentID: room.Agent, RoomID: room.Room}
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID:            contract.RoomSessionID(ids[i]),
 			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			TypedSearchAttributes: in.SearchTags().Attributes(contract.TypeRoomSession),
+			StaticSummary:         in.SearchTags().Summary(contract.TypeRoomSession),
 		})
-		child := workflow.ExecuteChildWorkflow(cctx, RoomSession, contract.RoomSessionInput{RuntimeSession: ids[i]})
+		child := workflow.ExecuteChildWorkflow(cctx, RoomSession, in)
 		if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("reconcile could not start a room session", "runtime_session", ids[i], "error", err)
 			continue
@@ -82,8 +89,12 @@ func Reconcile(ctx workflow.Context) (ReconcileReport, error) {
 		retry := found.Retry[:min(len(found.Retry), maxPokesPerRun)]
 		futures := make([]workflow.Future, len(retry))
 		for i, id := range retry {
+			reason := found.RetryReasons[id]
+			if reason == "" {
+				reason = "a live node now has the runtime adapter"
+			}
 			futures[i] = workflow.SignalExternalWorkflow(ctx, contract.RoomSessionID(id), "", contract.SignalRetry,
-				contract.RetrySignal{Reason: "a live node now has the runtime adapter"})
+				contract.RetrySignal{Reason: reason})
 		}
 		for _, f := range futures {
 			if f.Get(ctx, nil) == nil {

@@ -295,7 +295,7 @@ func (r *roomSession) onExit(ctx workflow.Context, e contract.RuntimeExitedSigna
 		return // a stale report about an instance already replaced or stopped
 	}
 	workflow.GetLogger(ctx).Warn("runtime exited", "runtime_session", r.in.RuntimeSession, "generation", e.Generation, "reason", e.Reason)
-	r.s.Phase, r.s.PID = domain.PhaseDormant, 0
+	r.s.Phase, r.s.PID, r.s.Warning = domain.PhaseDormant, 0, ""
 	r.s.Crashed = e.Reason != domain.RuntimeStoppedWithWorker
 	if r.s.Crashed {
 		r.s.LastError = fmt.Sprintf("runtime exited: %s", e.Reason)
@@ -477,6 +477,7 @@ func (r *roomSession) prepare(ctx workflow.Context, node string, sandboxed bool)
 	}
 	r.s.Phase, r.s.Generation, r.s.PID = domain.PhaseLive, out.Generation, out.PID
 	r.s.ProviderSessionID, r.s.IdlePolicy, r.s.Crashed = out.ProviderSessionID, out.IdlePolicy, false
+	r.s.Warning = out.Warning
 	r.s.LastActivity, r.s.LastError = workflow.Now(ctx), ""
 	return true
 }
@@ -535,7 +536,7 @@ func (r *roomSession) turn(ctx workflow.Context) {
 	}
 	r.s.LastActivity = workflow.Now(ctx)
 	if err == nil {
-		r.s.Crashes = 0
+		r.s.Crashes, r.s.Warning = 0, out.Warning
 		if out.Outcome != domain.TurnComplete && out.Error != "" {
 			r.s.LastError = "turn " + string(out.Outcome) + ": " + out.Error
 		}
@@ -616,14 +617,14 @@ func (r *roomSession) teardownWithin(ctx workflow.Context, reason domain.Checkpo
 	} else {
 		r.releaseFor(ctx, reason)
 	}
-	r.s.Phase, r.s.PID, r.s.InTurn = domain.PhaseDormant, 0, false
+	r.s.Phase, r.s.PID, r.s.InTurn, r.s.Warning = domain.PhaseDormant, 0, false, ""
 	return err == nil
 }
 
 func (r *roomSession) status() contract.RoomSessionStatus {
 	st := contract.RoomSessionStatus{Phase: r.s.Phase, Presence: r.presence(), Node: r.s.Node, Generation: r.s.Generation,
 		PID: r.s.PID, InTurn: r.s.InTurn, Held: r.s.Held, Turns: r.s.Turns, LastActivity: r.s.LastActivity,
-		IdleSecs: r.s.IdleSecs, LastError: r.s.LastError, Leased: r.s.Leased, Failure: r.s.Failure}
+		IdleSecs: r.s.IdleSecs, LastError: r.s.LastError, Leased: r.s.Leased, Failure: r.s.Failure, Warning: r.s.Warning}
 	if r.s.Host != uuid.Nil {
 		h := r.s.Host
 		st.Host, st.Sandbox = &h, r.s.Sandbox
@@ -633,6 +634,8 @@ func (r *roomSession) status() contract.RoomSessionStatus {
 
 func (r *roomSession) presence() domain.Presence {
 	switch {
+	case r.s.Phase == domain.PhaseLive && r.s.Warning != "":
+		return domain.PresenceDegraded
 	case r.s.Phase == domain.PhaseLive || r.s.Phase == domain.PhaseStopping:
 		return domain.PresenceLive
 	case r.s.Phase == domain.PhaseFailed:
@@ -721,6 +724,9 @@ func (r *roomSession) details() string {
 	switch r.s.Phase {
 	case domain.PhaseLive:
 		d = fmt.Sprintf("live on node %s, generation %d", r.s.Node, r.s.Generation)
+		if r.s.Warning != "" {
+			d += " · degraded: " + r.s.Warning
+		}
 		if r.s.InTurn {
 			d += fmt.Sprintf(" · turn %d running since %s", r.s.Turns, r.turnStarted.UTC().Format("15:04:05 UTC"))
 		} else if !r.s.LastActivity.IsZero() {

@@ -41,7 +41,8 @@ func (r *roomSession) applyConfig(ctx workflow.Context, gen int64) {
 	ref := activities.ConfigRef{RuntimeSession: r.in.RuntimeSession, Generation: gen}
 	log := workflow.GetLogger(ctx)
 	if r.s.Phase != domain.PhaseLive {
-		if err := workflow.ExecuteActivity(jam, r.sess.CommitConfig, ref).Get(ctx, nil); err != nil {
+		var out activities.CommitConfigResult
+		if err := workflow.ExecuteActivity(jam, r.sess.CommitConfig, ref).Get(ctx, &out); err != nil {
 			log.Info("configuration not committed", "runtime_session", r.in.RuntimeSession, "generation", gen, "error", err)
 		}
 		return
@@ -62,8 +63,12 @@ func (r *roomSession) applyConfig(ctx workflow.Context, gen int64) {
 	defer func() { r.s.Pokes++ }()
 	var reason string
 	if started {
-		err := workflow.ExecuteActivity(jam, r.sess.CommitConfig, ref).Get(ctx, nil)
+		var out activities.CommitConfigResult
+		err := workflow.ExecuteActivity(jam, r.sess.CommitConfig, ref).Get(ctx, &out)
 		if err == nil {
+			if out.IdleSecs > 0 {
+				r.s.IdleSecs = out.IdleSecs // the new configuration's threshold holds for this runtime
+			}
 			return
 		}
 		// Superseded while it started (or the commit could not be written): the candidate

@@ -67,9 +67,9 @@ func newApplyEnv() *applyEnv {
 			return false, nil
 		})
 	e.env.OnActivity(sess.CommitConfig, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ConfigRef) error {
+		func(_ context.Context, in activities.ConfigRef) (activities.CommitConfigResult, error) {
 			e.ops = append(e.ops, "commit")
-			return nil
+			return activities.CommitConfigResult{}, nil
 		})
 	e.env.OnActivity(sess.FailConfig, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.ConfigRef) error {

@@ -26,7 +26,7 @@ var permanentStartErrors = map[domain.ErrorType]domain.FailureClass{
 	domain.ErrTypeValidation:           domain.FailureInvalidConfiguration,
 	domain.ErrTypeUnsupportedTransport: domain.FailureInvalidConfiguration,
 	domain.ErrTypeSandboxUnavailable:   domain.FailureSandbox,
-	domain.ErrTypeCredentialMissing:    domain.FailureSandbox,
+	domain.ErrTypeCredentialMissing:    domain.FailureCredentialMissing,
 	domain.ErrTypeOwnershipMismatch:    domain.FailureSandbox,
 	domain.ErrTypeIncompatibleHost:     domain.FailureSandbox,
 	domain.ErrTypeWorkspaceCorrupt:     domain.FailureSandbox,
@@ -36,6 +36,10 @@ var permanentStartErrors = map[domain.ErrorType]domain.FailureClass{
 	// A sandbox's network refused by organisation governance: an administrator's change,
 	// then a restart or template save, lets it start.
 	domain.ErrTypeNetworkDenied: domain.FailureSandbox,
+	// Retried by the activity first (issue 43): a provider that exits or refuses its
+	// handshake on every attempt holds the session instead of being woken by every poke.
+	// No recorded history carries the type.
+	domain.ErrTypeStartFailed: domain.FailureStartFailed,
 }
 
 // permanentClass is the failure class of a start error retrying cannot fix.

@@ -22,18 +22,29 @@ func TestAPermanentStartFailureHoldsTheSessionUntilSomethingChanges(t *testing.T
 		err   error
 		class domain.FailureClass
 		wake  func(e *sessionEnv) *updateResult
+		// attempts is how many prepares the failure takes (the activity retries a
+		// retryable one); 1 when zero.
+		attempts int
 	}{
 		{"no adapter, restarted", contract.Fail("no adapter", domain.ErrTypeAdapterMissing, nil),
-			domain.FailureAdapterMissing, func(e *sessionEnv) *updateResult { return e.update(contract.UpdateRestart, contract.RestartRequest{}) }},
+			domain.FailureAdapterMissing, func(e *sessionEnv) *updateResult { return e.update(contract.UpdateRestart, contract.RestartRequest{}) }, 0},
 		{"executable refused, template applied", contract.Fail("not found", domain.ErrTypeExecutableRefused, nil),
 			domain.FailureExecutableRefused, func(e *sessionEnv) *updateResult {
 				return e.update(contract.UpdateApplyConfig, contract.ApplyConfigRequest{Generation: 2})
-			}},
+			}, 0},
 		{"not ready, a node gained the adapter", contract.Fail("silent", domain.ErrTypeNotReady, nil),
 			domain.FailureNotReady, func(e *sessionEnv) *updateResult {
 				e.env.SignalWorkflow(contract.SignalRetry, contract.RetrySignal{Reason: "adapter"})
 				return nil
-			}},
+			}, 0},
+		// Issue 43: a missing key variable looped forever, silently.
+		{"the key variable is unset, the node restarted", contract.Fail("STUB_KEY is not set", domain.ErrTypeCredentialMissing, nil),
+			domain.FailureCredentialMissing, func(e *sessionEnv) *updateResult {
+				e.env.SignalWorkflow(contract.SignalRetry, contract.RetrySignal{Reason: "node n1 restarted since the failure"})
+				return nil
+			}, 0},
+		{"the provider exits at every start, restarted", contract.Fail("exited", domain.ErrTypeStartFailed, nil),
+			domain.FailureStartFailed, func(e *sessionEnv) *updateResult { return e.update(contract.UpdateRestart, contract.RestartRequest{}) }, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newSessionEnv(t)
@@ -54,7 +65,7 @@ func TestAPermanentStartFailureHoldsTheSessionUntilSomethingChanges(t *testing.T
 				})
 			e.env.OnActivity(sess.ClearRuntimeFailure, mock.Anything, mock.Anything).Return(
 				func(context.Context, activities.ClearRuntimeFailureInput) error { cleared++; return nil })
-			e.env.OnActivity(sess.CommitConfig, mock.Anything, mock.Anything).Return(nil)
+			e.env.OnActivity(sess.CommitConfig, mock.Anything, mock.Anything).Return(activities.CommitConfigResult{}, nil)
 			e.backlog = 1
 			var wake *updateResult
 			e.at(time.Second, e.poke)
@@ -63,7 +74,7 @@ func TestAPermanentStartFailureHoldsTheSessionUntilSomethingChanges(t *testing.T
 				if st.Phase != domain.PhaseFailed || st.Presence != domain.PresenceFailed || st.Failure == nil || st.Failure.Class != tc.class {
 					t.Errorf("after the failure: %+v", st)
 				}
-				if e.prepares != 1 || len(recorded) != 1 || recorded[0].Class != tc.class {
+				if e.prepares != max(tc.attempts, 1) || len(recorded) != 1 || recorded[0].Class != tc.class {
 					t.Errorf("prepares %d, recorded %+v", e.prepares, recorded)
 				}
 				// Reconcile-style pokes: no load, no start.
@@ -71,7 +82,7 @@ func TestAPermanentStartFailureHoldsTheSessionUntilSomethingChanges(t *testing.T
 				e.poke()
 			})
 			e.at(10*time.Second, func() {
-				if e.loads != 1 || e.prepares != 1 {
+				if e.loads != 1 || e.prepares != max(tc.attempts, 1) {
 					t.Errorf("pokes woke a failed session: %d loads, %d prepares", e.loads, e.prepares)
 				}
 				failing = false

@@ -394,14 +394,17 @@ func TestReconcilePokesSessionsWithBacklogAndStartsAMissingOne(t *testing.T) {
 	env.RegisterWorkflow(RoomSession)
 	running, missing := uuid.New(), uuid.New()
 	var sess *activities.Sessions
+	agent, room := uuid.New(), uuid.New()
 	env.OnActivity(sess.FindBacklog, mock.Anything).Return(activities.BacklogReport{
-		Sessions: []uuid.UUID{running, missing}, StaleNodes: []string{"gone"}}, nil)
+		Sessions: []uuid.UUID{running, missing}, StaleNodes: []string{"gone"},
+		Rooms: map[uuid.UUID]activities.SessionRoom{missing: {Agent: agent, Room: room}}}, nil)
 	env.OnSignalExternalWorkflow(mock.Anything, contract.RoomSessionID(running), "", contract.SignalInbound, mock.Anything).Return(nil)
 	env.OnSignalExternalWorkflow(mock.Anything, contract.RoomSessionID(missing), "", contract.SignalInbound, mock.Anything).Return(errors.New("not found"))
 	started := false
 	env.OnWorkflow(RoomSession, mock.Anything, mock.Anything).Return(
 		func(_ workflow.Context, in contract.RoomSessionInput) error {
-			started = in.RuntimeSession == missing
+			// The started workflow carries its agent and room, so its search attributes name them.
+			started = in.RuntimeSession == missing && in.AgentID == agent && in.RoomID == room
 			return nil
 		})
 	env.ExecuteWorkflow(Reconcile)

@@ -26,6 +26,8 @@ type liveSession struct {
 	cancel context.CancelFunc // in-flight turn, so session/close can stop it
 	// mcp are the MCP servers the client gave this connection's session.
 	mcp []mcpServer
+	// room is the room line the client last gave (it sends it when it changes).
+	room string
 }
 
 // agent implements the ACP agent side; behaviours live in directives.go.
@@ -198,10 +200,14 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	ls.mu.Lock()
 	ls.cancel = cancel
 	prior := len(ls.rec.Turns)
+	if line := roomLine(text); line != "" {
+		ls.room = line
+	}
+	room := ls.room
 	ls.mu.Unlock()
 
 	a.log.Info("session/prompt", "session", id, "directives", d, "body_len", len(body))
-	out, err := a.runTurn(ctx, p.SessionId, d, text, body, prior)
+	out, err := a.runTurn(ctx, p.SessionId, d, text, body, prior, room)
 	if err != nil {
 		a.log.Info("turn failed", "session", id, "err", err)
 		return acp.PromptResponse{}, err

@@ -22,6 +22,7 @@ var directivePattern = regexp.MustCompile(`\[\[\s*([A-Za-z][A-Za-z_-]*)(?:\s+([^
 type directives struct {
 	echo, crash, silent, thoughts, tools, usage bool
 	fail, count, garbage, grandchild            bool
+	roster                                      bool // report the room roster the client gave
 	slow                                        time.Duration
 	stubborn                                    time.Duration // sleep ignoring session/cancel, then reply
 	permission                                  string        // tool kind; "" means no permission request
@@ -50,6 +51,8 @@ func (d *directives) apply(name, arg string) bool {
 		d.fail = true
 	case "count":
 		d.count = true
+	case "roster":
+		d.roster = true
 	case "garbage":
 		d.garbage = true
 	case "grandchild":
@@ -122,6 +125,7 @@ func (d directives) merge(o directives) directives {
 	d.usage = d.usage || o.usage
 	d.fail = d.fail || o.fail
 	d.count = d.count || o.count
+	d.roster = d.roster || o.roster
 	d.garbage = d.garbage || o.garbage
 	d.grandchild = d.grandchild || o.grandchild
 	if o.slow > 0 {
@@ -179,9 +183,10 @@ type turnOutcome struct {
 var cancelled = turnOutcome{stop: acp.StopReasonCancelled}
 
 // runTurn plays the behaviours selected by d in a fixed order: slow, stubborn, garbage,
-// thoughts, tools, crash, fail, permission, grandchild, count, env, reply, usage.
-// priorTurns is the number of turns persisted before this one ([[count]]).
-func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, prompt, body string, priorTurns int) (turnOutcome, error) {
+// thoughts, tools, crash, fail, permission, grandchild, count, roster, env, reply, usage.
+// priorTurns is the number of turns persisted before this one ([[count]]); room is the
+// room line the client last gave this session ([[roster]]).
+func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, prompt, body string, priorTurns int, room string) (turnOutcome, error) {
 	send := func(u acp.SessionUpdate) error {
 		return a.peer().SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: u})
 	}
@@ -277,6 +282,15 @@ func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, pr
 	}
 	if d.count {
 		parts = append(parts, fmt.Sprintf("turns remembered: %d", priorTurns))
+	}
+	if d.roster {
+		if room == "" {
+			room = "(none)"
+		}
+		parts = append(parts, "roster: "+room)
+		if change := membershipChange(prompt); change != "" {
+			parts = append(parts, "membership: "+change)
+		}
 	}
 	for _, name := range d.env {
 		v, ok := os.LookupEnv(name)
@@ -409,4 +423,29 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		case <-t.C:
 		}
 	}
+}
+
+// roomLinePrefix starts the line of the room section Jam's preamble gives ("You are NAME,
+// an agent in the room ... Participants: ...").
+const roomLinePrefix = "You are "
+
+// roomLine is the room line of a prompt ("" when it has none).
+func roomLine(prompt string) string {
+	for _, line := range strings.Split(prompt, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), roomLinePrefix) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+// membershipChange is what the prompt says changed in the room since the last turn.
+func membershipChange(prompt string) string {
+	const marker = "[room membership changed since your last turn]"
+	for _, line := range strings.Split(prompt, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), marker); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	return ""
 }

@@ -157,7 +157,8 @@ func newWorkerCmd(g *globals) *cobra.Command {
 15 s without one). Run one per machine that runs agents; a restarted worker with the same node
 name serves the same queue.
 
-Wakes place a room's runtime on the live node with the most free capacity (--max-runtimes);
+Wakes place a room's runtime on the live node with the smallest share of its capacity
+(--max-runtimes) in use; a node without a limit counts as large as the largest limited one;
 a host-native room stays on the node whose disk holds its workspace. ` + "`jam node drain`" + ` stops
 new runtimes landing on a node.
 

@@ -35,14 +35,18 @@ func newSessionCmd(_ *globals) *cobra.Command {
 					if s.PendingChange != nil {
 						pending = string(s.PendingChange.Status)
 					}
-					failure := "-"
-					if s.Failure != nil {
-						failure = string(s.Failure.Class) + ": " + s.Failure.Reason
+					// Why it cannot start (failed), or the caveat it runs with (degraded).
+					problem := "-"
+					switch {
+					case s.Failure != nil:
+						problem = string(s.Failure.Class) + ": " + s.Failure.Reason
+					case s.Runtime != nil && s.Runtime.Warning != "":
+						problem = "warning: " + s.Runtime.Warning
 					}
 					rows[i] = []string{s.RuntimeSessionID.String(), s.Alias, string(s.Presence),
-						fmt.Sprintf("%d/%d", s.EffectiveGeneration, s.DesiredGeneration), pending, failure}
+						fmt.Sprintf("%d/%d", s.EffectiveGeneration, s.DesiredGeneration), pending, problem}
 				}
-				return table(cmd.OutOrStdout(), "RUNTIME SESSION\tALIAS\tPRESENCE\tEFFECTIVE/DESIRED\tPENDING\tCANNOT START", rows)
+				return table(cmd.OutOrStdout(), "RUNTIME SESSION\tALIAS\tPRESENCE\tEFFECTIVE/DESIRED\tPENDING\tPROBLEM", rows)
 			})
 		},
 	}

@@ -120,6 +120,8 @@ type RoomSessionState struct {
 	// Failure is the permanent start failure the session holds in (phase failed), kept
 	// through a removal so a re-add clears its record.
 	Failure *domain.RuntimeFailure `json:"failure,omitempty"`
+	// Warning is the live runtime's readiness warning ("" when none): presence degraded.
+	Warning string `json:"warning,omitempty"`
 }
 
 // RoomSessionStatus is the answer of QueryState.
@@ -141,6 +143,8 @@ type RoomSessionStatus struct {
 	Leased bool `json:"leased,omitempty"`
 	// Failure says why the session cannot start (phase failed).
 	Failure *domain.RuntimeFailure `json:"failure,omitempty"`
+	// Warning is the live runtime's readiness warning (presence degraded).
+	Warning string `json:"warning,omitempty"`
 }
 
 // RuntimeExitedSignal is the payload of SignalRuntimeExited.

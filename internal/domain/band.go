@@ -77,6 +77,9 @@ const (
 	// EventRuntimeFailed: a runtime cannot start for a reason retrying will not fix; its
 	// session holds in the failed phase (with the class and reason) until something changes.
 	EventRuntimeFailed EventKind = "runtime_failed"
+	// EventRuntimeReadiness: a live runtime's readiness warning appeared, changed or
+	// cleared (warning ""); the session is degraded while it has one.
+	EventRuntimeReadiness EventKind = "runtime_readiness"
 	// EventOperationStarted and EventOperationFinished follow a long operation (GET
 	// /v1/operations/{id}); finished carries its status and failure class.
 	EventOperationStarted  EventKind = "operation_started"
@@ -91,7 +94,7 @@ var EventKinds = NewEnum("event_kind",
 	EventAgentCreated, EventAgentUpdated, EventAgentDeleted, EventAgentRunIntent, EventRoomCreated,
 	EventRoomAdded, EventRoomRemoved, EventSessionBound, EventMessagePosted, EventInboundQueued,
 	EventMessageSettled, EventTemplateSaved, EventRuntimeActivity, EventRuntimeExited,
-	EventRuntimeStopped, EventRuntimePermissionAsked, EventRuntimePermissionDecided, EventRuntimeFailed,
+	EventRuntimeStopped, EventRuntimePermissionAsked, EventRuntimePermissionDecided, EventRuntimeFailed, EventRuntimeReadiness,
 	EventOperationStarted, EventOperationFinished, EventQuestionAsked, EventQuestionAnswered)
 
 func (v *EventKind) UnmarshalText(b []byte) error { return unmarshalEnum(EventKinds, b, v) }
@@ -158,6 +161,10 @@ type Message struct {
 	Text          string
 	// ReplyTo is the message this one settles as a reply.
 	ReplyTo *uuid.UUID
+	// A long reply is posted as ordered parts: Part of Parts (from 1; 0 and 0 for a
+	// message that is whole), each after the first continuing the part before it.
+	Continues   *uuid.UUID
+	Part, Parts int
 	// AgentHops counts the agent messages in this one's chain since the last human message
 	// (0 for a human's): past the room's hop limit a message wakes no one (AgentHopsWake).
 	AgentHops int

@@ -43,6 +43,9 @@ const (
 	// claims none and an operator must look.
 	ErrTypeNetworkAmbiguous  ErrorType = "network_policy_ambiguous"
 	ErrTypeRepoCommandFailed ErrorType = "repository_command_failed"
+	// ErrTypeStartFailed: the provider failed its start (it exited or refused the
+	// handshake). Retried by the activity; a session whose every attempt failed holds failed.
+	ErrTypeStartFailed ErrorType = "start_failed"
 )
 
 // Error codes of the API's one JSON error shape.
@@ -121,6 +124,7 @@ var errorTable = []ErrorClass{
 	{Type: ErrTypeNetworkAmbiguous, Status: http.StatusConflict, Code: CodeConflict, Message: "the sandbox's network rules are ambiguous; nothing was claimed", Worded: true},
 	// The operation's record keeps git's or gh's bounded message; the API says only this.
 	{Type: ErrTypeRepoCommandFailed, Status: http.StatusUnprocessableEntity, Code: CodeUpstream, Message: "a git or gh command in the workspace failed; the operation's error says why"},
+	{Type: ErrTypeStartFailed, Retryable: true, Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the provider failed to start"},
 }
 
 var errorIndex = func() map[string]ErrorClass {

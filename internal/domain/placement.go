@@ -105,8 +105,8 @@ func Place(nodes []Node, now time.Time, ask PlacementAsk) NodePlacement {
 
 // StillPlaces reports whether chosen is still a fit place for the ask given nodes as they
 // stand now: Place would choose it, or Place chose by load (not the session's own node) and
-// chosen is live, undrained, eligible, runs the provider, has a free slot and carries at most
-// one runtime more than (or has at most one free slot fewer than) the node Place would choose. Wakes that chose from one read re-check under
+// chosen is live, undrained, eligible, runs the provider, has a free slot and, with one
+// runtime fewer, would be at least as good a choice as the node Place would choose. Wakes that chose from one read re-check under
 // the chosen node's lock; the slack of one keeps a burst of them spread within one runtime
 // per wave instead of all but one choosing again each time another took a slot.
 func StillPlaces(nodes []Node, now time.Time, ask PlacementAsk, chosen string) bool {
@@ -132,15 +132,10 @@ func StillPlaces(nodes []Node, now time.Time, ask PlacementAsk, chosen string) b
 		n.Free() == 0 || (!ask.eligible(*n) && ask.eligible(*best)) {
 		return false
 	}
-	fn, fb := n.Free(), best.Free()
-	switch {
-	case fn < 0 && fb < 0:
-		return n.Runtimes-best.Runtimes <= 1
-	case fn >= 0 && fb >= 0:
-		return fb-fn <= 1
-	default:
-		return fn < 0 // an unlimited node is as good as any
-	}
+	// With one runtime fewer, chosen would be at least as good a choice as the best.
+	fewer := *n
+	fewer.Runtimes = max(fewer.Runtimes-1, 0)
+	return !better(best, &fewer, loadScale(nodes))
 }
 
 // place chooses among nodes. pinned: the session's workspace and provider state
@@ -148,10 +143,10 @@ func StillPlaces(nodes []Node, now time.Time, ask PlacementAsk, chosen string) b
 // runs there or waits for it: while that node is live, even draining (the state cannot leave
 // with it) or full, and while it is stale, until it is back. An unpinned session goes back
 // to previous while it is live, undrained and has room; otherwise to the live, undrained
-// node that runs the provider with the most free capacity (fewest runtimes on a tie, then
-// by name, so the choice is stable).
+// node that runs the provider with the smallest share of its capacity in use (better).
 func place(nodes []Node, now time.Time, ask PlacementAsk) NodePlacement {
 	previous, pinned, p := ask.Previous, ask.Pinned, ask.Provider
+	scale := loadScale(nodes)
 	// What the node holds, and the way out when it does not come back: a host-native room
 	// can start fresh elsewhere; a sandboxed one's continuity is inspected and reset on its
 	// node, so it has none to offer.
@@ -203,7 +198,7 @@ func place(nodes []Node, now time.Time, ask PlacementAsk) NodePlacement {
 			draining++
 		case n.Free() == 0:
 			full++
-		case best == nil || better(n, best):
+		case best == nil || better(n, best, scale):
 			best = n
 		}
 	}
@@ -257,9 +252,10 @@ func movedTo(nodes []Node, now time.Time, ask PlacementAsk) *Node {
 		return nil
 	}
 	var best *Node
+	scale := loadScale(nodes)
 	for i := range nodes {
 		n := &nodes[i]
-		if n.Name != prev.Name && n.SharesHostStore(*prev) && takes(n) && ask.eligible(*n) && (best == nil || better(n, best)) {
+		if n.Name != prev.Name && n.SharesHostStore(*prev) && takes(n) && ask.eligible(*n) && (best == nil || better(n, best, scale)) {
 			best = n
 		}
 	}
@@ -277,9 +273,35 @@ func MayRehome(from, to Node, now time.Time, parked bool) bool {
 		now.Sub(to.HeartbeatAt) <= NodeStaleAfter && !to.Draining && to.MaySandbox()
 }
 
-// better reports whether a is a better choice than b: more free capacity (no limit first),
-// then fewer runtimes, then by name.
-func better(a, b *Node) bool {
+// loadScale is the capacity a node without a runtime limit is weighed at: the largest limit
+// among nodes, so in a fleet of limited workers an unlimited node (`jam dev` by default)
+// takes its share of wakes instead of every one of them; 0 when no node has a limit (their
+// runtimes are compared).
+func loadScale(nodes []Node) int {
+	scale := 0
+	for _, n := range nodes {
+		scale = max(scale, n.MaxRuntimes)
+	}
+	return scale
+}
+
+// better reports whether a is a better choice than b: the smaller share of its capacity in
+// use (an unlimited node's capacity taken as scale), then more free capacity (no limit
+// first), then fewer runtimes, then by name.
+func better(a, b *Node, scale int) bool {
+	ca, cb := a.MaxRuntimes, b.MaxRuntimes
+	if ca <= 0 {
+		ca = scale
+	}
+	if cb <= 0 {
+		cb = scale
+	}
+	if ca > 0 && cb > 0 {
+		// a.Runtimes/ca against b.Runtimes/cb, in integers.
+		if la, lb := a.Runtimes*cb, b.Runtimes*ca; la != lb {
+			return la < lb
+		}
+	}
 	fa, fb := a.Free(), b.Free()
 	switch {
 	case fa != fb && (fa < 0 || fb < 0):

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func TestPlaceTakesTheNodeWithTheMostFreeCapacityAndKeepsRoomsOnTheirDisk(t *testing.T) {
+func TestPlaceTakesTheLeastLoadedNodeAndKeepsRoomsOnTheirDisk(t *testing.T) {
 	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	live, stale := now.Add(-time.Second), now.Add(-NodeStaleAfter-time.Second)
 	node := func(name string, runtimes, limit int, beat time.Time, draining bool) Node {
@@ -22,7 +22,11 @@ func TestPlaceTakesTheNodeWithTheMostFreeCapacityAndKeepsRoomsOnTheirDisk(t *tes
 	}{
 		{"most free", []Node{node("a", 3, 5, live, false), node("b", 1, 5, live, false), node("c", 2, 10, live, false)}, "", false, "c", ""},
 		{"tie goes to fewer runtimes, then name", []Node{node("b", 1, 4, live, false), node("a", 1, 4, live, false), node("c", 2, 5, live, false)}, "", false, "a", ""},
-		{"no limit first", []Node{node("a", 0, 50, live, false), node("b", 9, 0, live, false)}, "", false, "b", ""},
+		{"the smaller share of capacity in use", []Node{node("a", 3, 10, live, false), node("b", 1, 2, live, false)}, "", false, "a", ""},
+		// An unlimited node weighs as much as the largest limited one: it takes its share.
+		{"an unlimited node counts as large as the largest limit", []Node{node("a", 0, 50, live, false), node("b", 9, 0, live, false)}, "", false, "a", ""},
+		{"an unlimited node with the smaller share", []Node{node("a", 30, 50, live, false), node("b", 9, 0, live, false)}, "", false, "b", ""},
+		{"an equal share: no limit first", []Node{node("a", 5, 50, live, false), node("b", 5, 0, live, false)}, "", false, "b", ""},
 		{"full and draining nodes are skipped", []Node{node("a", 5, 5, live, false), node("b", 0, 5, live, true), node("c", 4, 5, live, false)}, "", false, "c", ""},
 		{"stale nodes are skipped", []Node{node("a", 0, 5, stale, false), node("b", 4, 5, live, false)}, "", false, "b", ""},
 		{"every node full or draining", []Node{node("a", 5, 5, live, false), node("b", 0, 5, live, true)}, "", false, "", "1 full, 1 draining"},
@@ -159,6 +163,9 @@ func TestAChosenNodeStillPlacesWithinOneRuntimeOfTheBest(t *testing.T) {
 		{"full", []Node{node("a", 5, 5, live), node("b", 4, 5, live)}, false},
 		{"no limits, one runtime more", []Node{node("a", 4, 0, live), node("b", 3, 0, live)}, true},
 		{"no limits, two more", []Node{node("a", 5, 0, live), node("b", 3, 0, live)}, false},
+		{"the same share of a larger node", []Node{node("a", 4, 10, live), node("b", 2, 5, live)}, true},
+		{"unlimited beside a limited one, one more", []Node{node("a", 3, 0, live), node("b", 2, 5, live)}, true},
+		{"unlimited beside a limited one, two more", []Node{node("a", 4, 0, live), node("b", 2, 5, live)}, false},
 		{"stale", []Node{node("a", 0, 5, stale), node("b", 1, 5, live)}, false},
 		{"draining", []Node{drained, node("b", 1, 5, live)}, false},
 		{"gone", []Node{node("b", 1, 5, live)}, false},

@@ -67,9 +67,14 @@ const (
 	// PresenceFailed: the runtime cannot start until something changes (see the session's
 	// failure).
 	PresenceFailed Presence = "failed"
+	// PresenceDegraded: the runtime is live with a readiness warning (a CLI that cannot
+	// resume its sessions, one whose connection to Jam's tools failed): it answers, with
+	// the caveat the warning says. It clears when the warning does.
+	PresenceDegraded Presence = "degraded"
 )
 
-var Presences = NewEnum("presence", PresenceLive, PresenceDormant, PresenceDisconnected, PresenceUnknown, PresenceFailed)
+var Presences = NewEnum("presence", PresenceLive, PresenceDormant, PresenceDisconnected, PresenceUnknown, PresenceFailed,
+	PresenceDegraded)
 
 func (v *Presence) UnmarshalText(b []byte) error { return unmarshalEnum(Presences, b, v) }
 
@@ -88,8 +93,8 @@ const (
 	// PhaseRetired: the room binding was removed; a re-add revives the same session.
 	PhaseRetired SessionPhase = "retired"
 	// PhaseFailed: the runtime could not start for a reason retrying will not fix. Messages
-	// stay queued and no poke wakes it; a restart, a template save or a node that gains the
-	// missing adapter does.
+	// stay queued and no poke wakes it; a restart, a template save, a node that gains the
+	// missing adapter or a node restarted since (its environment may have changed) does.
 	PhaseFailed SessionPhase = "failed"
 )
 
@@ -117,11 +122,18 @@ const (
 	FailureSandbox FailureClass = "sandbox_unavailable"
 	// FailureRepository: one of the template's repositories could not be cloned.
 	FailureRepository FailureClass = "repository_unavailable"
+	// FailureCredentialMissing: a credential the template names (the model provider's key
+	// variable) is not in the provider's environment on the node; setting it there and
+	// restarting the node, or saving the template, lets it start.
+	FailureCredentialMissing FailureClass = "credential_missing"
+	// FailureStartFailed: the provider failed its start (it exited, or refused the
+	// handshake) on every attempt.
+	FailureStartFailed FailureClass = "start_failed"
 )
 
 var FailureClasses = NewEnum("failure_class", FailureAdapterMissing, FailureExecutableRefused,
 	FailureExactResumeUnavailable, FailureNotReady, FailureEnvRefused, FailureInvalidConfiguration, FailureSandbox,
-	FailureRepository)
+	FailureRepository, FailureCredentialMissing, FailureStartFailed)
 
 func (v *FailureClass) UnmarshalText(b []byte) error { return unmarshalEnum(FailureClasses, b, v) }
 

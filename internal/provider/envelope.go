@@ -26,6 +26,9 @@ type Envelope struct {
 	// with an instruction channel, on the first prompt of a connection and when it changed
 	// for ACP.
 	Preamble string
+	// Membership says how the room's participants changed since the runtime's last turn
+	// (RosterChanges; "" when they did not).
+	Membership string
 	// Steered: the messages join a turn that is already running.
 	Steered bool
 	// Tools: a final-response runtime also has Jam's tools (over MCP), so it may settle a
@@ -67,6 +70,10 @@ func RenderEnvelope(e Envelope) string {
 	var b strings.Builder
 	if p := strings.TrimSpace(e.Preamble); p != "" {
 		b.WriteString(p)
+		b.WriteString("\n\n")
+	}
+	if m := strings.TrimSpace(e.Membership); m != "" {
+		b.WriteString(m)
 		b.WriteString("\n\n")
 	}
 	notices, contexts := 0, 0
@@ -140,11 +147,7 @@ func Preamble(briefing string, r Roster) string {
 		if len(r.Members) > 0 {
 			names := make([]string, len(r.Members))
 			for i, m := range r.Members {
-				kind := "agent"
-				if m.Human {
-					kind = "human"
-				}
-				names[i] = fmt.Sprintf("%s (%s)", displayName(m.Name), kind)
+				names[i] = m.String()
 			}
 			fmt.Fprintf(&b, " Participants: %s.", strings.Join(names, ", "))
 		}

@@ -88,6 +88,8 @@ type Stamper struct {
 	// store's generation fence refuses anything it writes for a successor's turn.
 	retired atomic.Bool
 	now     func() time.Time
+	// red cleans the text of events people read (set by Redact).
+	red *Redactor
 }
 
 // NewStamper builds the stamper of one runtime instance.
@@ -130,6 +132,26 @@ func (s *Stamper) SetCapable(capable bool) {
 	s.capable = capable
 }
 
+// Redact makes the stamper clean what its events tell people with red: tool and permission
+// titles, and the text of every kind but the agent's own assistant text.
+func (s *Stamper) Redact(red *Redactor) *Stamper {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.red = red
+	return s
+}
+
+// redactsText: the kinds whose text may quote tool input or provider output (assistant text
+// is what the agent chose to say, and its deltas cannot be redacted one by one).
+func redactsText(k domain.AgentEventKind) bool {
+	switch k {
+	case domain.AgentTextDelta, domain.AgentTextFinal, domain.AgentDispositionStaged, domain.AgentRuntimeIdentity,
+		domain.AgentProviderSessionBound:
+		return false
+	}
+	return true
+}
+
 // Retire stops the stamper for good.
 func (s *Stamper) Retire() { s.retired.Store(true) }
 
@@ -148,6 +170,19 @@ func (s *Stamper) Emit(e AgentEvent) bool {
 	e.SourceMessageID, e.DispositionCapable = s.source, s.capable
 	if e.At.IsZero() {
 		e.At = s.now().UTC()
+	}
+	if redactsText(e.Kind) {
+		e.Text = s.red.Redact(e.Text)
+	}
+	if e.Tool != nil {
+		tc := *e.Tool
+		tc.Title = s.red.Redact(tc.Title)
+		e.Tool = &tc
+	}
+	if e.Permission != nil {
+		pa := *e.Permission
+		pa.Title = s.red.Redact(pa.Title)
+		e.Permission = &pa
 	}
 	if len(e.Text) > MaxEventText {
 		e.Text, e.Truncated = domain.Truncate(e.Text, MaxEventText), true

@@ -37,10 +37,13 @@ type PermissionBroker interface {
 // NoBrokerReason is the reason given when a runtime asks with no broker configured.
 const NoBrokerReason = "no runtime permission broker configured"
 
-// AskPermission asks b, or denies once when there is no broker.
-func AskPermission(ctx context.Context, b PermissionBroker, req PermissionRequest) (PermissionAnswer, error) {
-	if b == nil {
+// AskPermission asks the spec's broker, or denies once when there is none. What the request
+// says (its title and summary: raw tool input) is redacted first, so no secret reaches the
+// broker's record, the event stream or the room.
+func (s Spec) AskPermission(ctx context.Context, req PermissionRequest) (PermissionAnswer, error) {
+	req.Title, req.Summary = s.Redactor.Redact(req.Title), s.Redactor.Redact(req.Summary)
+	if s.Permissions == nil {
 		return PermissionAnswer{Decision: domain.PermissionDeny, Reason: NoBrokerReason}, nil
 	}
-	return b.Request(ctx, req)
+	return s.Permissions.Request(ctx, req)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"sync"
@@ -83,6 +84,9 @@ func Spawn(ctx context.Context, c Command) (*Child, error) {
 		cmd.Stderr = c.Stderr
 	}
 	if err := cmd.Start(); err != nil {
+		if notStartable(err) {
+			err = fmt.Errorf("%w: %w", ErrSpawn, err)
+		}
 		return nil, fmt.Errorf("start %s: %w", c.Path, err)
 	}
 	ch := &Child{cmd: cmd, Stdin: stdin, Stdout: stdout, exited: make(chan struct{})}
@@ -205,4 +209,12 @@ func lastIndexByte(b []byte, c byte) int {
 		}
 	}
 	return -1
+}
+
+// notStartable reports a start failure that trying again cannot fix: the executable is
+// missing, not executable, or not a program this machine runs (a fork that failed for want
+// of resources is not among them).
+func notStartable(err error) bool {
+	return errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
+		errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR)
 }

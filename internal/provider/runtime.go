@@ -106,6 +106,10 @@ type Spec struct {
 	Roster   Roster
 	// Permissions answers the provider's permission requests; nil denies once.
 	Permissions PermissionBroker
+	// Redactor cleans what the runtime's text tells people (permission summaries, tool
+	// titles, status and error lines) of secrets: the values of the variables the template
+	// names, and credential shapes. nil redacts by shape only.
+	Redactor *Redactor
 	// Tools are Jam's runtime tools bound to this instance (nil: none). Adapters with a
 	// native tool mechanism (Codex dynamic tools) call them directly; MCP is the same
 	// registry served over MCP for adapters that take MCP servers (ACP, Claude Code).
@@ -146,4 +150,17 @@ var (
 	ErrNoTurn = errors.New("no turn is running")
 	// ErrNoAdapter: no adapter on this node runs the transport's provider.
 	ErrNoAdapter = errors.New("no runtime adapter for this transport")
+	// ErrSpawn: the provider's executable could not be started at all (missing, not
+	// executable); retrying the same start cannot help.
+	ErrSpawn = errors.New("the provider could not be started")
+	// ErrIncompatible: the provider speaks a protocol (or protocol version) Jam does not.
+	ErrIncompatible = errors.New("the provider speaks a protocol Jam does not")
+	// ErrCredentialMissing: a credential the configuration names (the model provider's key
+	// variable) is not in the provider's environment.
+	ErrCredentialMissing = errors.New("a credential the configuration names is missing")
+	// ErrInvalidSpec: the runtime was asked to start with an unusable specification.
+	ErrInvalidSpec = errors.New("invalid runtime specification")
+	// ErrShuttingDown: the node is stopping and starts no runtime; another attempt (on this
+	// node once it is back, or elsewhere) may.
+	ErrShuttingDown = errors.New("the node is shutting down")
 )

@@ -36,6 +36,9 @@ func (m Message) FromHuman() bool { return m.AuthorKind == domain.ParticipantHum
 type Turn struct {
 	ID       string
 	Messages []Message
+	// Roster is who is in the room as the turn starts (nil: not known, nothing is said);
+	// the runtime is told who joined or left since its last turn.
+	Roster *Roster
 }
 
 // Source is the message the turn answers: its newest that is not context (its newest when
@@ -312,7 +315,7 @@ func (s *Settlement) Plan(outcome domain.TurnOutcome) Plan {
 	for _, d := range s.staged {
 		st := Settle{MessageID: d.MessageID, How: domain.SettledAck}
 		if d.Kind == domain.DispositionReply {
-			st.How, st.Text = domain.SettledReply, domain.Truncate(d.Text, domain.MaxMessageBytes)
+			st.How, st.Text = domain.SettledReply, domain.ReplyText(d.Text)
 		}
 		p.Settles = append(p.Settles, st)
 	}
@@ -355,7 +358,7 @@ func (s *Settlement) Plan(outcome domain.TurnOutcome) Plan {
 			p.Settles = append(p.Settles, Settle{MessageID: m.ID, How: domain.SettledAck, Fallback: true})
 		}
 		p.Settles = append(p.Settles, Settle{MessageID: fallback[last].ID, How: domain.SettledReply,
-			Text: domain.Truncate(text, domain.MaxMessageBytes), Fallback: true})
+			Text: domain.ReplyText(text), Fallback: true})
 	}
 	return p
 }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -198,18 +199,17 @@ func TestSteeredMessagesJoinTheActiveSet(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func TestReplyTextIsBoundedToAMessage(t *testing.T) {
+// A reply longer than a message is kept whole (the store posts it in parts), up to the
+// reply bound; a trailing memory citation is not part of it.
+func TestReplyTextIsKeptWholeUpToTheReplyBound(t *testing.T) {
 	t.Parallel()
 	m := human("q")
 	s := NewSettlement([]Message{m}, SettlementOptions{})
-	big := make([]byte, domain.MaxMessageBytes+100)
-	for i := range big {
-		big[i] = 'x'
-	}
-	s.AddText(string(big))
+	big := strings.Repeat("x", domain.MaxMessageBytes+100)
+	s.AddText(big + "\n<oai-mem-citation><citation_entries>a</citation_entries></oai-mem-citation>")
 	p := s.Plan(domain.TurnComplete)
 	require.Len(t, p.Settles, 1)
-	assert.LessOrEqual(t, len(p.Settles[0].Text), domain.MaxMessageBytes)
+	assert.Equal(t, big, p.Settles[0].Text)
 }
 
 // The fallback is for a turn that disposed of nothing: an agent that answered one message

@@ -73,6 +73,28 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, a.ID, a.Name, a.Kind, a.Briefing, hash, a.RunI
 	return a, nil
 }
 
+// CreateOwnedAgent creates an owned agent with its first runtime template in one
+// transaction: a crash (or a failed template insert) leaves neither, never an agent that
+// has no template to run rooms from.
+func (q *Q) CreateOwnedAgent(ctx context.Context, a domain.Agent, first domain.Template) (domain.Agent, domain.Template, error) {
+	if a.Kind != domain.AgentOwned {
+		return domain.Agent{}, domain.Template{}, domain.Refuse("agent %s is not owned", a.Name)
+	}
+	first.AgentID = a.ID
+	err := q.atomic(ctx, func(q *Q) error {
+		var err error
+		if a, err = q.CreateAgent(ctx, a, ""); err != nil {
+			return err
+		}
+		first, err = q.CreateTemplate(ctx, first)
+		return err
+	})
+	if err != nil {
+		return domain.Agent{}, domain.Template{}, err
+	}
+	return a, first, nil
+}
+
 // GetAgent reads one agent.
 func (q *Q) GetAgent(ctx context.Context, id uuid.UUID) (domain.Agent, error) {
 	var r agentRow

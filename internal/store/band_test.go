@@ -680,3 +680,36 @@ func TestOneAgentsRoomsBindSideBySide(t *testing.T) {
 		}
 	})
 }
+
+// Issue 43: an owned agent was two statements, the agent and then its first template; a
+// failure between them left an agent with no template to run rooms from.
+func TestAnOwnedAgentIsCreatedWithItsFirstTemplateOrNotAtAll(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		cfg := domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP}.Normalized()
+		a, tmpl, err := s.CreateOwnedAgent(ctx, domain.Agent{ID: uuid.New(), Name: "builder", Kind: domain.AgentOwned, CreatedAt: fixtureTime},
+			domain.Template{ID: uuid.New(), Config: cfg, CreatedAt: fixtureTime})
+		if err != nil || tmpl.AgentID != a.ID {
+			t.Fatalf("create: %+v %+v %v", a, tmpl, err)
+		}
+		if ts, err := s.ListTemplates(ctx, a.ID); err != nil || len(ts) != 1 || ts[0].ID != tmpl.ID {
+			t.Fatalf("templates %+v %v", ts, err)
+		}
+		// The template insert fails (its id is taken): the agent is not created either.
+		_, _, err = s.CreateOwnedAgent(ctx, domain.Agent{ID: uuid.New(), Name: "orphan", Kind: domain.AgentOwned, CreatedAt: fixtureTime},
+			domain.Template{ID: tmpl.ID, Config: cfg, CreatedAt: fixtureTime})
+		if err == nil {
+			t.Fatal("a template with a taken id was created")
+		}
+		agents, err := s.ListAgents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range agents {
+			if x.Name == "orphan" {
+				t.Fatalf("the agent outlived its failed template: %+v", x)
+			}
+		}
+	})
+}

@@ -77,3 +77,39 @@ WHERE h.removed_at IS NULL AND s.failure_class = ? ORDER BY s.failed_at, h.runti
 	}
 	return out, nil
 }
+
+// RecordReadiness records the readiness warning of a session's live runtime instance
+// generation ("" when it has none, or no runtime runs) and, when it changed, tells the room
+// (runtime_readiness). A retired instance's report is dropped: its successor speaks for the
+// session now.
+func (q *Q) RecordReadiness(ctx context.Context, session uuid.UUID, generation int64, warning string, at time.Time) error {
+	at, warning = domain.Timestamp(at), domain.Truncate(warning, 1000)
+	err := q.atomic(ctx, func(q *Q) error {
+		var row struct {
+			Generation int64  `db:"instance_generation"`
+			Warning    string `db:"readiness_warning"`
+		}
+		if err := q.get(ctx, &row, `SELECT instance_generation, readiness_warning FROM runtime_sessions WHERE id = ?`, session); err != nil {
+			return err
+		}
+		if row.Generation != generation || row.Warning == warning {
+			return nil
+		}
+		hs, err := q.GetHostSession(ctx, session)
+		if err != nil {
+			return err
+		}
+		if _, err := q.exec(ctx, `UPDATE runtime_sessions SET readiness_warning = ?, updated_at = ? WHERE id = ?`,
+			warning, at, session); err != nil {
+			return err
+		}
+		_, err = q.appendEvents(ctx, at, NewEvent(domain.EventRuntimeReadiness, &hs.RoomID, &hs.AgentID, map[string]any{
+			"runtime_session": session, "generation": generation, "warning": warning, "degraded": warning != "",
+		}))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record readiness of runtime %s: %w", session, err)
+	}
+	return nil
+}

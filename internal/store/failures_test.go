@@ -29,7 +29,7 @@ func TestARuntimeFailureHoldsTheSessionOutOfReconcileUntilCleared(t *testing.T) 
 		}
 		session := m.RuntimeSessionID
 		backlog := func() []uuid.UUID {
-			ids, err := s.SessionsWithBacklog(ctx, 100)
+			ids, err := backlogSessions(ctx, s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,6 +37,11 @@ func TestARuntimeFailureHoldsTheSessionOutOfReconcileUntilCleared(t *testing.T) 
 		}
 		if !slices.Contains(backlog(), session) {
 			t.Fatalf("the session with a queued message is not in the backlog")
+		}
+		// Reconcile tags the workflow it starts with the session's agent and room.
+		if refs, err := s.SessionsWithBacklog(ctx, 100); err != nil || len(refs) != 1 ||
+			refs[0].AgentID != a.ID || refs[0].RoomID != room.ID {
+			t.Fatalf("backlog refs %+v %v: want agent %s room %s", refs, err, a.ID, room.ID)
 		}
 		f := domain.RuntimeFailure{Class: domain.FailureAdapterMissing, Reason: "no adapter for codex-app-server", At: fixtureTime}
 		for range 2 { // the same failure twice: one notice
@@ -107,4 +112,14 @@ func countEvents(t *testing.T, s *Store, kind domain.EventKind) int {
 		}
 	}
 	return n
+}
+
+// backlogSessions are the runtime sessions SessionsWithBacklog names.
+func backlogSessions(ctx context.Context, s *Store) ([]uuid.UUID, error) {
+	refs, err := s.SessionsWithBacklog(ctx, 100)
+	ids := make([]uuid.UUID, len(refs))
+	for i, r := range refs {
+		ids[i] = r.RuntimeSessionID
+	}
+	return ids, err
 }

@@ -161,7 +161,7 @@ func TestMessagesPastTheHopLimitAreContextThatWakesNothing(t *testing.T) {
 		if n, err := s.CountUnsettled(ctx, owned.ID, room.ID); err != nil || n != 0 {
 			t.Fatalf("backlog %d %v", n, err)
 		}
-		if ids, err := s.SessionsWithBacklog(ctx, 100); err != nil || slices.Contains(ids, session) {
+		if ids, err := backlogSessions(ctx, s); err != nil || slices.Contains(ids, session) {
 			t.Fatalf("sessions with backlog %v %v", ids, err)
 		}
 		rows, err := s.ListUnsettled(ctx, owned.ID, &room.ID)
@@ -190,7 +190,7 @@ func TestMessagesPastTheHopLimitAreContextThatWakesNothing(t *testing.T) {
 		if n, err := s.CountUnsettled(ctx, owned.ID, room.ID); err != nil || n != 1 {
 			t.Fatalf("backlog after a human's message %d %v", n, err)
 		}
-		if ids, err := s.SessionsWithBacklog(ctx, 100); err != nil || !slices.Contains(ids, session) {
+		if ids, err := backlogSessions(ctx, s); err != nil || !slices.Contains(ids, session) {
 			t.Fatalf("sessions with backlog %v %v", ids, err)
 		}
 		c, err := s.ClaimInbound(ctx, attached.ID, lease, now)

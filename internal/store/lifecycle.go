@@ -41,11 +41,16 @@ WHERE b.room_id = ? AND b.active AND a.kind = ? ORDER BY b.created_at, b.id`, ro
 // SessionsWithBacklog lists the live (not removed) room sessions of owned agents that want
 // to run and have unsettled messages in their room (context-only rows aside): what Reconcile
 // pokes, so a lost poke never strands a message. A session held in a permanent start failure is not among them:
-// only a change wakes it.
-func (q *Q) SessionsWithBacklog(ctx context.Context, limit int) ([]uuid.UUID, error) {
-	var ids []uuid.UUID
-	if err := q.selectAll(ctx, &ids, `
-SELECT h.runtime_session_id FROM host_sessions h JOIN agents a ON a.id = h.agent_id
+// only a change wakes it. Each is named with its agent and room (RuntimeSessionID, AgentID,
+// RoomID of a domain.Binding), which the workflow Reconcile starts for it is tagged with.
+func (q *Q) SessionsWithBacklog(ctx context.Context, limit int) ([]domain.Binding, error) {
+	var rows []struct {
+		Session uuid.UUID `db:"runtime_session_id"`
+		Agent   uuid.UUID `db:"agent_id"`
+		Room    uuid.UUID `db:"room_id"`
+	}
+	if err := q.selectAll(ctx, &rows, `
+SELECT h.runtime_session_id, h.agent_id, h.room_id FROM host_sessions h JOIN agents a ON a.id = h.agent_id
   JOIN runtime_sessions s ON s.id = h.runtime_session_id
 WHERE h.removed_at IS NULL AND a.kind = ? AND a.run_intent = ? AND s.failure_class IS NULL
   AND EXISTS (SELECT 1 FROM inbound i WHERE i.agent_id = h.agent_id AND i.room_id = h.room_id AND i.state <> ?
@@ -53,7 +58,11 @@ WHERE h.removed_at IS NULL AND a.kind = ? AND a.run_intent = ? AND s.failure_cla
 ORDER BY h.runtime_session_id LIMIT ?`, domain.AgentOwned, domain.RunIntentRunning, domain.InboundSettled, limit); err != nil {
 		return nil, fmt.Errorf("sessions with backlog: %w", err)
 	}
-	return ids, nil
+	out := make([]domain.Binding, len(rows))
+	for i, r := range rows {
+		out[i] = domain.Binding{RuntimeSessionID: r.Session, AgentID: r.Agent, RoomID: r.Room}
+	}
+	return out, nil
 }
 
 // RecordRuntimeStopped logs that Jam tore a runtime down on purpose, and why.

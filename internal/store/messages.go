@@ -25,11 +25,15 @@ type messageRow struct {
 	ReplyTo       *uuid.UUID `db:"reply_to"`
 	CreatedAt     time.Time  `db:"created_at"`
 	AgentHops     int        `db:"agent_hops"`
+	Continues     *uuid.UUID `db:"continues"`
+	Part          int        `db:"part"`
+	Parts         int        `db:"parts"`
 }
 
 func (r messageRow) domain() domain.Message {
 	m := domain.Message{ID: r.ID, Seq: r.Seq, RoomID: r.RoomID, AuthorKind: domain.ParticipantKind(r.AuthorKind),
-		AuthorAgentID: r.AuthorAgentID, Text: r.Text, ReplyTo: r.ReplyTo, AgentHops: r.AgentHops, CreatedAt: utc(r.CreatedAt)}
+		AuthorAgentID: r.AuthorAgentID, Text: r.Text, ReplyTo: r.ReplyTo, AgentHops: r.AgentHops, CreatedAt: utc(r.CreatedAt),
+		Continues: r.Continues, Part: r.Part, Parts: r.Parts}
 	if r.AuthorHuman != nil {
 		m.AuthorHuman = *r.AuthorHuman
 	}
@@ -45,6 +49,9 @@ type messageEvent struct {
 	AuthorHuman   string                 `json:"author_human,omitempty"`
 	Text          string                 `json:"text"`
 	ReplyTo       *uuid.UUID             `json:"reply_to,omitempty"`
+	Continues     *uuid.UUID             `json:"continues,omitempty"`
+	Part          int                    `json:"part,omitempty"`
+	Parts         int                    `json:"parts,omitempty"`
 	Recipients    []uuid.UUID            `json:"recipients"`
 	AgentHops     int                    `json:"agent_hops"`
 	// Wakes is false past the room's hop limit: the recipients got the message as context.
@@ -124,12 +131,14 @@ func (q *Q) postMessage(ctx context.Context, m domain.Message) (domain.Message, 
 		human = &m.AuthorHuman
 	}
 	writes := []statement{{query: `
-INSERT INTO messages (id, seq, room_id, author_kind, author_agent_id, author_human, text, reply_to, created_at, agent_hops)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args: []any{m.ID, m.Seq, m.RoomID, m.AuthorKind, m.AuthorAgentID, human, m.Text,
-		m.ReplyTo, m.CreatedAt, m.AgentHops}}}
+INSERT INTO messages (id, seq, room_id, author_kind, author_agent_id, author_human, text, reply_to, created_at, agent_hops,
+  continues, part, parts)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args: []any{m.ID, m.Seq, m.RoomID, m.AuthorKind, m.AuthorAgentID, human, m.Text,
+		m.ReplyTo, m.CreatedAt, m.AgentHops, m.Continues, m.Part, m.Parts}}}
 	events := []domain.Event{NewEvent(domain.EventMessagePosted, &m.RoomID, m.AuthorAgentID, messageEvent{
 		ID: m.ID, Seq: m.Seq, AuthorKind: m.AuthorKind, AuthorAgentID: m.AuthorAgentID, AuthorHuman: m.AuthorHuman,
-		Text: m.Text, ReplyTo: m.ReplyTo, Recipients: nonNil(recipients), AgentHops: m.AgentHops, Wakes: !m.Quiet,
+		Text: m.Text, ReplyTo: m.ReplyTo, Continues: m.Continues, Part: m.Part, Parts: m.Parts,
+		Recipients: nonNil(recipients), AgentHops: m.AgentHops, Wakes: !m.Quiet,
 	})}
 	if len(recipients) > 0 {
 		values := make([]string, len(recipients))
@@ -323,11 +332,11 @@ func (q *Q) settle(ctx context.Context, agent, message uuid.UUID, how domain.Set
 		if how != domain.SettledReply {
 			return in, nil, nil
 		}
-		prev, err := q.GetMessage(ctx, *in.ReplyMessageID)
+		prev, whole, err := q.replyOf(ctx, *in.ReplyMessageID)
 		if err != nil {
 			return in, nil, err
 		}
-		if prev.Text != text {
+		if whole != text {
 			return in, nil, ErrSettledOtherwise
 		}
 		if prev, err = q.withQuiet(ctx, prev); err != nil {
@@ -337,13 +346,26 @@ func (q *Q) settle(ctx context.Context, agent, message uuid.UUID, how domain.Set
 	}
 	var reply *domain.Message
 	if how == domain.SettledReply {
-		posted, err := q.postMessage(ctx, domain.Message{ID: uuid.New(), RoomID: in.RoomID, AuthorKind: domain.ParticipantAgent,
-			AuthorAgentID: &agent, Text: text, ReplyTo: &message, CreatedAt: at})
-		if err != nil {
-			return in, nil, err
+		// A reply longer than a message is posted as its parts, in order, each continuing the
+		// one before; the inbound row names the first.
+		parts := domain.SplitReply(text)
+		var prev *uuid.UUID
+		for i, part := range parts {
+			m := domain.Message{ID: uuid.New(), RoomID: in.RoomID, AuthorKind: domain.ParticipantAgent,
+				AuthorAgentID: &agent, Text: part, ReplyTo: &message, Continues: prev, CreatedAt: at}
+			if len(parts) > 1 {
+				m.Part, m.Parts = i+1, len(parts)
+			}
+			posted, err := q.postMessage(ctx, m)
+			if err != nil {
+				return in, nil, err
+			}
+			if i == 0 {
+				reply = &posted
+			}
+			prev = &posted.ID
 		}
-		reply = &posted
-		in.ReplyMessageID = &posted.ID
+		in.ReplyMessageID = &reply.ID
 	}
 	if _, err := q.exec(ctx, `
 UPDATE inbound SET state = ?, settlement = ?, reply_message_id = ?, settled_at = ? WHERE agent_id = ? AND message_id = ?`,
@@ -355,4 +377,20 @@ UPDATE inbound SET state = ?, settlement = ?, reply_message_id = ?, settled_at =
 		"message_id": message, "settlement": how, "reply_message_id": in.ReplyMessageID,
 	}))
 	return in, reply, err
+}
+
+// replyOf reads a reply by its first message: that message, and the whole reply's text (its
+// parts joined, when it was posted in parts).
+func (q *Q) replyOf(ctx context.Context, first uuid.UUID) (domain.Message, string, error) {
+	m, err := q.GetMessage(ctx, first)
+	if err != nil || m.Parts == 0 {
+		return m, m.Text, err
+	}
+	var texts []string
+	if err := q.selectAll(ctx, &texts, `
+SELECT text FROM messages WHERE room_id = ? AND reply_to = ? AND author_agent_id = ? AND parts > 0 ORDER BY part`,
+		m.RoomID, m.ReplyTo, m.AuthorAgentID); err != nil {
+		return m, "", fmt.Errorf("parts of reply %s: %w", first, err)
+	}
+	return m, strings.Join(texts, ""), nil
 }

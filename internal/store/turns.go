@@ -133,11 +133,11 @@ func (q *Q) committedAlready(ctx context.Context, c TurnCommit) (CommittedTurn, 
 			if in.ReplyMessageID == nil {
 				return CommittedTurn{}, false, nil
 			}
-			prev, err := q.GetMessage(ctx, *in.ReplyMessageID)
+			prev, whole, err := q.replyOf(ctx, *in.ReplyMessageID)
 			if err != nil {
 				return CommittedTurn{}, false, err
 			}
-			if prev.Text != st.Text {
+			if whole != st.Text {
 				return CommittedTurn{}, false, nil
 			}
 			if prev, err = q.withQuiet(ctx, prev); err != nil {

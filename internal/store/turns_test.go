@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -140,6 +141,76 @@ func TestRuntimeExitIsRecordedForTheSessionsRoom(t *testing.T) {
 		kinds := eventKinds(t, s, EventFilter{Room: &room.ID, Agent: &a.ID})
 		if kinds[len(kinds)-1] != domain.EventRuntimeExited {
 			t.Fatalf("events %v", kinds)
+		}
+	})
+}
+
+// Issue 43: a reply over 64 KiB was cut. It is posted whole, as ordered parts that each
+// continue the one before and reply to the same message; a retried commit posts nothing
+// again, and another agent in the room gets every part, in order.
+func TestALongReplyIsPostedAsOrderedLinkedParts(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		a, room, session := ownedInRoom(t, s)
+		other := createAgent(t, s, "listener", domain.AgentAttached, "")
+		if _, err := s.AddAgentToRoom(ctx, room.ID, other.ID, fixtureTime); err != nil {
+			t.Fatal(err)
+		}
+		q := humanPost(t, s, room.ID, "alice", "write me a long report")
+		gen, err := s.BeginRuntimeInstance(ctx, session, fixtureTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		report := strings.Repeat(strings.Repeat("all work and no play ", 50)+"\n\n", 200) // ~210 KiB
+		commit := TurnCommit{RuntimeSession: session, Generation: gen, AgentID: a.ID, TurnID: "t1", At: fixtureTime,
+			Settles: []TurnSettle{{MessageID: q.ID, How: domain.SettledReply, Text: report}}}
+		done, err := s.CommitTurn(ctx, commit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := s.ListMessages(ctx, room.ID, q.Seq, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var joined strings.Builder
+		var prev *uuid.UUID
+		for i, m := range msgs {
+			if m.ReplyTo == nil || *m.ReplyTo != q.ID || m.Part != i+1 || m.Parts != len(msgs) || len(m.Text) > domain.MaxMessageBytes ||
+				(prev == nil) != (m.Continues == nil) || (prev != nil && *m.Continues != *prev) {
+				t.Fatalf("part %d of %d: %+v", i+1, len(msgs), m)
+			}
+			joined.WriteString(m.Text)
+			prev = &m.ID
+		}
+		if len(msgs) != 4 || joined.String() != report {
+			t.Fatalf("%d parts; joined equal to the reply: %v", len(msgs), joined.String() == report)
+		}
+		if *done.Inbound[0].ReplyMessageID != msgs[0].ID {
+			t.Fatalf("the inbound row names %s, not the first part", *done.Inbound[0].ReplyMessageID)
+		}
+		// An exact retry posts nothing.
+		if _, err := s.CommitTurn(ctx, commit); err != nil {
+			t.Fatalf("retry: %v", err)
+		}
+		if again, _ := s.ListMessages(ctx, room.ID, q.Seq, 100); len(again) != len(msgs) {
+			t.Fatalf("a retry posted %d messages more", len(again)-len(msgs))
+		}
+		// The other agent is sent every part, in order.
+		rows, err := s.ListUnsettled(ctx, other.ID, &room.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []uuid.UUID
+		for _, r := range rows {
+			if r.MessageID != q.ID {
+				got = append(got, r.MessageID)
+			}
+		}
+		for i := range msgs {
+			if i >= len(got) || got[i] != msgs[i].ID {
+				t.Fatalf("the other agent's queue %v, want the parts in order", got)
+			}
 		}
 	})
 }

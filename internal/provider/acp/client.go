@@ -88,7 +88,7 @@ func (c *client) RequestPermission(ctx context.Context, p sdk.RequestPermissionR
 		ToolKey: toolKey(p.ToolCall), Title: titleOf(p.ToolCall), Summary: summaryOf(p)}
 	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentPermissionRequest, Text: req.Title,
 		Permission: &provider.PermissionAsk{ToolKey: req.ToolKey, Title: req.Title}})
-	ans, err := provider.AskPermission(ctx, r.spec.Permissions, req)
+	ans, err := r.spec.AskPermission(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return cancelled, nil

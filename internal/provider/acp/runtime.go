@@ -38,7 +38,9 @@ type Runtime struct {
 	spec    provider.Spec
 	log     *slog.Logger
 	stamper *provider.Stamper
-	stderr  *provider.TailBuffer
+	// roster is what the runtime has been told of its room.
+	roster *provider.RosterTracker
+	stderr *provider.TailBuffer
 
 	// prepMu serializes Prepare and Teardown; mu guards the fields and is never held across
 	// a protocol call, because the agent's updates are handled while a request is pending.
@@ -78,10 +80,10 @@ var _ provider.Runtime = (*Runtime)(nil)
 // New builds an unprepared ACP runtime.
 func New(spec provider.Spec) (provider.Runtime, error) {
 	if spec.Executable == "" {
-		return nil, errors.New("acp runtime: no executable")
+		return nil, fmt.Errorf("acp runtime: no executable: %w", provider.ErrInvalidSpec)
 	}
 	if spec.Dir == "" {
-		return nil, errors.New("acp runtime: no working directory")
+		return nil, fmt.Errorf("acp runtime: no working directory: %w", provider.ErrInvalidSpec)
 	}
 	log := spec.Log
 	if log == nil {
@@ -91,7 +93,8 @@ func New(spec provider.Spec) (provider.Runtime, error) {
 	return &Runtime{
 		spec:    spec,
 		log:     log,
-		stamper: provider.NewStamper(spec.RuntimeSession, spec.Generation, false, spec.Events),
+		stamper: provider.NewStamper(spec.RuntimeSession, spec.Generation, false, spec.Events).Redact(spec.Redactor),
+		roster:  provider.NewRosterTracker(spec.Roster),
 		stderr:  provider.NewTailBuffer(16 << 10),
 		exited:  make(chan struct{}),
 	}, nil
@@ -191,7 +194,8 @@ func (r *Runtime) handshake(ctx context.Context, conn *sdk.ClientSideConnection)
 		return fmt.Errorf("initialize: %w", err)
 	}
 	if init.ProtocolVersion != sdk.ProtocolVersionNumber {
-		return fmt.Errorf("initialize: agent speaks protocol %d, Jam speaks %d", init.ProtocolVersion, sdk.ProtocolVersionNumber)
+		return fmt.Errorf("initialize: %w: the agent speaks ACP protocol %d, Jam speaks %d", provider.ErrIncompatible,
+			init.ProtocolVersion, sdk.ProtocolVersionNumber)
 	}
 	identity, version := "", ""
 	if init.AgentInfo != nil {
@@ -263,8 +267,9 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 	ts := &turnState{id: turn.ID, ctx: turnCtx, interrupt: interrupt,
 		settle: provider.NewSettlement(turn.Messages, provider.SettlementOptions{ExplicitDisposition: true})}
 	r.turn = ts
-	preamble := provider.Preamble(r.spec.Briefing, r.spec.Roster)
-	env := provider.Envelope{Style: provider.FinalResponse, Messages: turn.Messages, Tools: r.tools}
+	membership := r.roster.Advance(turn.Roster)
+	preamble := provider.Preamble(r.spec.Briefing, r.roster.Current())
+	env := provider.Envelope{Style: provider.FinalResponse, Messages: turn.Messages, Tools: r.tools, Membership: membership}
 	// ACP has no instruction channel: the preamble rides on the first prompt of a
 	// connection and again only when it changed.
 	if preamble != r.preamble {

@@ -34,7 +34,7 @@ func (r *Runtime) argv(session string, resume bool) ([]string, error) {
 	row, _ := domain.LookupTransport(r.spec.Transport)
 	for _, a := range r.spec.Args {
 		if flag, _, _ := strings.Cut(a, "="); slices.Contains(row.ReservedArgs, flag) {
-			return nil, fmt.Errorf("claude argument %s is set by Jam", flag)
+			return nil, fmt.Errorf("%w: claude argument %s is set by Jam", provider.ErrInvalidSpec, flag)
 		}
 	}
 	args := slices.Clone(r.spec.Args)

@@ -62,7 +62,7 @@ func (r *Runtime) canUseTool(id string, raw json.RawMessage) {
 		Summary: domain.Truncate(strings.TrimSpace(req.Description+"\n"+string(input)), 2000)}
 	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentPermissionRequest, Text: pr.Title,
 		Permission: &provider.PermissionAsk{ToolKey: pr.ToolKey, Title: pr.Title}})
-	ans, err := provider.AskPermission(ctx, r.spec.Permissions, pr)
+	ans, err := r.spec.AskPermission(ctx, pr)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		r.respond(id, deny("The request was withdrawn before anyone decided."))

@@ -49,7 +49,9 @@ type Runtime struct {
 	spec    provider.Spec
 	log     *slog.Logger
 	stamper *provider.Stamper
-	stderr  *provider.TailBuffer
+	// roster is what the runtime has been told of its room.
+	roster *provider.RosterTracker
+	stderr *provider.TailBuffer
 	// configDir is CLAUDE_CONFIG_DIR: where Jam writes the MCP configuration and the
 	// system prompt file, and Claude its transcripts.
 	configDir string
@@ -83,15 +85,15 @@ var _ provider.Runtime = (*Runtime)(nil)
 // New builds an unprepared Claude Code runtime.
 func New(spec provider.Spec) (provider.Runtime, error) {
 	if spec.Executable == "" {
-		return nil, errors.New("claude runtime: no executable")
+		return nil, fmt.Errorf("claude runtime: no executable: %w", provider.ErrInvalidSpec)
 	}
 	if spec.Dir == "" {
-		return nil, errors.New("claude runtime: no working directory")
+		return nil, fmt.Errorf("claude runtime: no working directory: %w", provider.ErrInvalidSpec)
 	}
 	if spec.StateDir == "" {
 		// The transcripts, the MCP configuration (with its token) and the system prompt
 		// live in the session's own directory, never the operator's.
-		return nil, errors.New("claude runtime: no provider-state directory")
+		return nil, fmt.Errorf("claude runtime: no provider-state directory: %w", provider.ErrInvalidSpec)
 	}
 	log := spec.Log
 	if log == nil {
@@ -100,7 +102,8 @@ func New(spec provider.Spec) (provider.Runtime, error) {
 	log = log.With("runtime_session", spec.RuntimeSession, "generation", spec.Generation, "transport", spec.Transport)
 	return &Runtime{
 		spec: spec, log: log, configDir: spec.StateDir,
-		stamper:  provider.NewStamper(spec.RuntimeSession, spec.Generation, false, spec.Events),
+		stamper:  provider.NewStamper(spec.RuntimeSession, spec.Generation, false, spec.Events).Redact(spec.Redactor),
+		roster:   provider.NewRosterTracker(spec.Roster),
 		stderr:   provider.NewTailBuffer(16 << 10),
 		controls: map[string]chan controlAnswer{}, asks: map[string]context.CancelFunc{},
 		exited: make(chan struct{}),

@@ -118,7 +118,9 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 	}()
 
 	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnStarted})
-	text := provider.RenderEnvelope(r.envelope(turn.Messages, false))
+	env := r.envelope(turn.Messages, false)
+	env.Membership = r.roster.Advance(turn.Roster)
+	text := provider.RenderEnvelope(env)
 	ts.mu.Lock()
 	ts.pending = append(ts.pending, text)
 	ts.mu.Unlock()

@@ -109,7 +109,7 @@ func (r *Runtime) approval(method string, raw json.RawMessage) map[string]any {
 		Permission: &provider.PermissionAsk{ToolKey: req.ToolKey, Title: req.Title}})
 	ctx, cancel := context.WithCancel(ts.ctx)
 	defer cancel()
-	ans, err := provider.AskPermission(ctx, r.spec.Permissions, req)
+	ans, err := r.spec.AskPermission(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return map[string]any{"decision": "cancel"}

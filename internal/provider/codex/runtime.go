@@ -44,7 +44,9 @@ type Runtime struct {
 	spec    provider.Spec
 	log     *slog.Logger
 	stamper *provider.Stamper
-	stderr  *provider.TailBuffer
+	// roster is what the runtime has been told of its room.
+	roster *provider.RosterTracker
+	stderr *provider.TailBuffer
 
 	// prepMu serializes Prepare and Teardown; mu guards the fields below and is never held
 	// across a protocol call.
@@ -69,10 +71,10 @@ var _ provider.Runtime = (*Runtime)(nil)
 // New builds an unprepared Codex runtime.
 func New(spec provider.Spec) (provider.Runtime, error) {
 	if spec.Executable == "" {
-		return nil, errors.New("codex runtime: no executable")
+		return nil, fmt.Errorf("codex runtime: no executable: %w", provider.ErrInvalidSpec)
 	}
 	if spec.Dir == "" {
-		return nil, errors.New("codex runtime: no working directory")
+		return nil, fmt.Errorf("codex runtime: no working directory: %w", provider.ErrInvalidSpec)
 	}
 	log := spec.Log
 	if log == nil {
@@ -81,7 +83,8 @@ func New(spec provider.Spec) (provider.Runtime, error) {
 	log = log.With("runtime_session", spec.RuntimeSession, "generation", spec.Generation, "transport", spec.Transport)
 	r := &Runtime{
 		spec: spec, log: log, tools: spec.Tools,
-		stamper: provider.NewStamper(spec.RuntimeSession, spec.Generation, true, spec.Events),
+		stamper: provider.NewStamper(spec.RuntimeSession, spec.Generation, true, spec.Events).Redact(spec.Redactor),
+		roster:  provider.NewRosterTracker(spec.Roster),
 		stderr:  provider.NewTailBuffer(16 << 10),
 		exited:  make(chan struct{}),
 	}

@@ -81,7 +81,7 @@ func (r *Runtime) askBroker(ts *turnState, p permissionRequest) string {
 	req.Summary = domain.Truncate(p.Intention, 2000)
 	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentPermissionRequest, Text: req.Title,
 		Permission: &provider.PermissionAsk{ToolKey: req.ToolKey, Title: req.Title}})
-	ans, err := provider.AskPermission(ts.ctx, r.spec.Permissions, req)
+	ans, err := r.spec.AskPermission(ts.ctx, req)
 	if err != nil {
 		if ts.ctx.Err() == nil {
 			r.log.Warn("permission broker failed; rejecting", "error", err)

@@ -43,14 +43,16 @@ const ProtocolVersion = 3
 const identity = "GitHub Copilot"
 
 // ErrProtocolVersion: the server speaks an SDK protocol Jam does not.
-var ErrProtocolVersion = errors.New("incompatible Copilot SDK protocol")
+var ErrProtocolVersion = fmt.Errorf("incompatible Copilot SDK protocol: %w", provider.ErrIncompatible)
 
 // Runtime is one `copilot --headless --stdio` child serving one runtime session.
 type Runtime struct {
 	spec    provider.Spec
 	log     *slog.Logger
 	stamper *provider.Stamper
-	stderr  *provider.TailBuffer
+	// roster is what the runtime has been told of its room.
+	roster *provider.RosterTracker
+	stderr *provider.TailBuffer
 	// tools are Jam's runtime tools, offered as the session's external tools.
 	tools provider.ToolCaller
 
@@ -76,10 +78,10 @@ var _ provider.Runtime = (*Runtime)(nil)
 // New builds an unprepared Copilot runtime.
 func New(spec provider.Spec) (provider.Runtime, error) {
 	if spec.Executable == "" {
-		return nil, errors.New("copilot runtime: no executable")
+		return nil, fmt.Errorf("copilot runtime: no executable: %w", provider.ErrInvalidSpec)
 	}
 	if spec.Dir == "" {
-		return nil, errors.New("copilot runtime: no working directory")
+		return nil, fmt.Errorf("copilot runtime: no working directory: %w", provider.ErrInvalidSpec)
 	}
 	log := spec.Log
 	if log == nil {
@@ -88,7 +90,8 @@ func New(spec provider.Spec) (provider.Runtime, error) {
 	log = log.With("runtime_session", spec.RuntimeSession, "generation", spec.Generation, "transport", spec.Transport)
 	r := &Runtime{
 		spec: spec, log: log, tools: spec.Tools,
-		stamper: provider.NewStamper(spec.RuntimeSession, spec.Generation, true, spec.Events),
+		stamper: provider.NewStamper(spec.RuntimeSession, spec.Generation, true, spec.Events).Redact(spec.Redactor),
+		roster:  provider.NewRosterTracker(spec.Roster),
 		stderr:  provider.NewTailBuffer(16 << 10),
 		exited:  make(chan struct{}),
 	}
@@ -350,7 +353,7 @@ func (r *Runtime) sessionConfig() (map[string]any, error) {
 		if name := set[domain.SettingKeyProviderEnvKey]; name != "" {
 			key, ok := r.lookupEnv(name)
 			if !ok || key == "" {
-				return nil, fmt.Errorf("the model provider's key variable %s is not set for this runtime", name)
+				return nil, fmt.Errorf("%w: the model provider's key variable %s is not set for this runtime", provider.ErrCredentialMissing, name)
 			}
 			p["apiKey"] = key
 		}

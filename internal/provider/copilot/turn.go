@@ -79,7 +79,8 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 	}()
 
 	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnStarted})
-	prompt := provider.RenderEnvelope(provider.Envelope{Style: provider.ExplicitDisposition, Messages: turn.Messages})
+	prompt := provider.RenderEnvelope(provider.Envelope{Style: provider.ExplicitDisposition, Messages: turn.Messages,
+		Membership: r.roster.Advance(turn.Roster)})
 	var (
 		outcome domain.TurnOutcome
 		turnErr error

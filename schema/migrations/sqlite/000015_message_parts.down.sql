@@ -1,0 +1,3 @@
+ALTER TABLE messages DROP COLUMN parts;
+ALTER TABLE messages DROP COLUMN part;
+ALTER TABLE messages DROP COLUMN continues;

@@ -1,0 +1,1 @@
+ALTER TABLE runtime_sessions DROP COLUMN readiness_warning;
