@@ -18,7 +18,7 @@ build:
 
 ## test: every test; Postgres tests run when JAM_TEST_DATABASE_URL is set (required with JAM_REQUIRE_POSTGRES=1)
 test:
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -parallel 4 -timeout 20m ./...
 
 ## test-race: the race detector over the runtime activities, API, Band, permission and question brokers, provider adapters and tools
 test-race:

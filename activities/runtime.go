@@ -184,6 +184,15 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	stopBeat := heartbeat(ctx)
 	defer stopBeat()
 	l, err := r.launch(ctx, hs, row, in, worker)
+	if err != nil && contract.Is(err, domain.ErrTypeExactResume) && !hs.Config.RequiresExactResume() && hs.ProviderSessionID != "" {
+		// A sandboxed session's state is gone and no checkpoint holds it; without an
+		// exact-resume contract it starts over on a new thread, and the room is told.
+		if err := r.Store.ReplaceProviderSession(ctx, hs.RuntimeSessionID, hs.ProviderSessionID, freshReason(err), time.Now()); err != nil {
+			return PrepareRuntimeResult{}, err
+		}
+		hs.ProviderSessionID = ""
+		l, err = r.launch(ctx, hs, row, in, worker)
+	}
 	if err != nil {
 		return PrepareRuntimeResult{}, err
 	}
@@ -226,6 +235,18 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		}
 	}()
 	rt, p, err := r.Table.Start(ctx, spec)
+	if err != nil && errors.Is(err, provider.ErrExactResumeUnavailable) && !hs.Config.RequiresExactResume() {
+		// No exact-resume contract: the room continues on a new thread, and is told so.
+		if c := l.activation.checkpoint; c != nil {
+			_ = r.observe(ctx, *c, hs, domain.ResumeFailed, domain.Truncate(err.Error(), 500))
+		}
+		if rerr := r.Store.ReplaceProviderSession(ctx, hs.RuntimeSessionID, hs.ProviderSessionID, freshReason(err), time.Now()); rerr != nil {
+			return PrepareRuntimeResult{}, rerr
+		}
+		log.Warn("provider thread not resumable; starting a new one (resume policy fresh)", "previous", hs.ProviderSessionID, "error", err)
+		hs.ProviderSessionID, spec.ProviderSessionID, l.activation = "", "", activated{kind: ActivationFresh}
+		rt, p, err = r.Table.Start(ctx, spec)
+	}
 	l.release() // the provider has started (or failed): the env file has served
 	if st, ok := rt.(provider.DispositionStager); ok && sess != nil && err == nil {
 		sess.Bind(st)
@@ -283,6 +304,13 @@ func (r *Runtimes) readiness(ctx context.Context, session uuid.UUID, gen int64, 
 		r.Log.Warn("readiness not recorded", "runtime_session", session, "generation", gen, "error", err)
 	}
 	return warning
+}
+
+// freshReason is what the room is told when a session without an exact-resume contract
+// leaves a thread its provider could not resume.
+func freshReason(err error) string {
+	return "the provider thread could not be resumed (" + (&provider.Redactor{}).Redact(domain.Truncate(err.Error(), 500)) +
+		"); the template's resume policy is fresh: the room continues on a new thread"
 }
 
 // lastAttempt reports whether an activity attempt that failed with err is its last: err is

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/store"
 )
@@ -235,6 +236,27 @@ func (s *Sessions) RecordRuntimeFailure(ctx context.Context, in RecordRuntimeFai
 	err := s.Store.RecordRuntimeFailure(ctx, in.RuntimeSession, domain.RuntimeFailure{Class: in.Class, Reason: in.Reason, At: in.At})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // the session is gone (agent deleted): nobody to tell
+	}
+	return err
+}
+
+// StartFreshInput is an operator's start-fresh of a session, bound to the evidence they saw.
+type StartFreshInput struct {
+	RuntimeSession   uuid.UUID `json:"runtime_session"`
+	EvidenceChecksum string    `json:"evidence_checksum"`
+}
+
+// StartFresh unbinds the session's unresumable provider thread (the room is told) and clears
+// its failure, when the evidence is still what the operator confirmed; its next start begins
+// a new thread.
+func (s *Sessions) StartFresh(ctx context.Context, in StartFreshInput) error {
+	err := s.Store.StartSessionFresh(ctx, in.RuntimeSession, in.EvidenceChecksum, time.Now())
+	var refusal *domain.PreconditionError
+	switch {
+	case errors.Is(err, store.ErrEvidenceChanged):
+		return contract.Fail("the session's continuity evidence changed since it was inspected; inspect again", domain.ErrTypeEvidenceChanged, err)
+	case errors.As(err, &refusal):
+		return contract.Fail(refusal.Error(), domain.ErrTypeNotResettable, err)
 	}
 	return err
 }

@@ -180,11 +180,56 @@ func (s *Server) runHostControl(c *gin.Context, h domain.RuntimeHost, req HostCo
 	if !h.Sandboxed {
 		return domain.Refuse("runtime host %s has no sandbox to control", h.ID)
 	}
+	if req.Action != domain.HostStop {
+		// A fenced host refuses a restart (its workflow's validator does too, but only once
+		// the operation runs): said at once, with the reason.
+		ctx, cancel := context.WithTimeout(c.Request.Context(), stateTimeout)
+		st, ok, err := s.cfg.Hosts.Status(ctx, h.ID)
+		cancel()
+		if err == nil && ok && st.Unsaved != nil {
+			return st.Unsaved.Refusal(h.ID, "the host cannot "+string(req.Action), contract.UnsavedRetry)
+		}
+	}
 	req2 := contract.ControlRequest{Action: string(req.Action), DiscardChanges: req.DiscardChanges}
 	op := domain.Operation{Kind: domain.OpKindHostControl, TargetKind: domain.TargetHost, TargetID: h.ID.String(),
 		WorkflowID: contract.RuntimeHostID(h.ID), UpdateID: updateOperation}
 	return s.startOperation(c, op, func(ctx context.Context, op *domain.Operation) (err error) {
 		op.RunID, err = s.cfg.Hosts.StartUpdate(ctx, h.ID, op.UpdateID, contract.UpdateControl, req2)
+		return err
+	})
+}
+
+// DiscardUnsavedRequest is the body of POST /v1/hosts/{id}/discard-unsaved.
+type DiscardUnsavedRequest struct {
+	// ConfirmDiscard acknowledges that the provider state on the node, which the failed
+	// teardown checkpoint did not capture, is held by no checkpoint: the host's next member
+	// resumes from it as it is.
+	ConfirmDiscard bool `json:"confirm_discard"`
+}
+
+// discardUnsaved lifts the fence of a host whose teardown checkpoint failed, without a
+// checkpoint (a manual one, POST /v1/hosts/{id}/checkpoints, lifts it by succeeding).
+func (s *Server) discardUnsaved(c *gin.Context) error {
+	var req DiscardUnsavedRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if !req.ConfirmDiscard {
+		return validationError(domain.Validations{{Field: "confirm_discard",
+			Detail: "must be true: the provider state on the node is held by no checkpoint"}})
+	}
+	h, err := lookup(c, "runtime host", s.cfg.Store.GetRuntimeHost)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Hosts == nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Message: "host control is not available in this process"}
+	}
+	op := domain.Operation{Kind: domain.OpKindDiscardUnsaved, TargetKind: domain.TargetHost, TargetID: h.ID.String(),
+		WorkflowID: contract.RuntimeHostID(h.ID), UpdateID: updateOperation}
+	return s.startOperation(c, op, func(ctx context.Context, op *domain.Operation) (err error) {
+		op.RunID, err = s.cfg.Hosts.StartUpdate(ctx, h.ID, op.UpdateID, contract.UpdateDiscardUnsaved,
+			contract.DiscardUnsavedRequest{Confirm: true})
 		return err
 	})
 }
@@ -251,6 +296,9 @@ type CheckpointBody struct {
 	PayloadBytes     int64                      `json:"payload_bytes"`
 	PayloadDeletedAt *time.Time                 `json:"payload_deleted_at,omitempty"`
 	CreatedAt        time.Time                  `json:"created_at"`
+	// AutomaticCleanupCandidate: the payload is kept, older than 30 days, not the host's
+	// newest, and no continuity evidence refers to it (advisory: nothing is deleted on its own).
+	AutomaticCleanupCandidate bool `json:"automatic_cleanup_candidate"`
 }
 
 // CheckpointList is the body of GET /v1/hosts/{id}/checkpoints.
@@ -311,12 +359,27 @@ func (s *Server) listCheckpoints(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := CheckpointList{Items: make([]CheckpointBody, len(list))}
-	for i, k := range list {
-		out.Items[i] = checkpointBody(k)
+	evidence, err := s.cfg.Store.CheckpointEvidence(c.Request.Context(), h.ID)
+	if err != nil {
+		return err
 	}
-	c.JSON(http.StatusOK, out)
+	c.JSON(http.StatusOK, CheckpointList{Items: checkpointBodies(list, evidence, time.Now())})
 	return nil
+}
+
+// checkpointBodies are a host's checkpoints (newest first) with their cleanup candidates
+// marked: a kept payload that is not the newest kept one and no evidence refers to.
+func checkpointBodies(list []domain.ProviderCheckpoint, evidence map[uuid.UUID]bool, now time.Time) []CheckpointBody {
+	out, newest := make([]CheckpointBody, len(list)), true
+	for i, k := range list {
+		out[i] = checkpointBody(k)
+		if k.PayloadDeletedAt != nil {
+			continue
+		}
+		out[i].AutomaticCleanupCandidate = domain.CleanupCandidate(k.CreatedAt, now, newest, evidence[k.ID])
+		newest = false
+	}
+	return out
 }
 
 // ContinuityBody is the body of GET /v1/hosts/{id}/continuity.

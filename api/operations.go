@@ -261,5 +261,7 @@ func (s *Server) renderers() map[domain.OperationKind]resultRenderer {
 	return map[domain.OperationKind]resultRenderer{domain.OpKindCheckpoint: s.renderCheckpoint,
 		domain.OpKindWorkspace:   s.renderWorkspaceOp,
 		domain.OpKindHostControl: decodeAs(hostControlResult),
-		domain.OpKindHostCleanup: decodeAs(hostCleanupResultBody)}
+		// The host's lease after the discard (no unsaved state any more).
+		domain.OpKindDiscardUnsaved: decodeAs(hostLeaseBody),
+		domain.OpKindHostCleanup:    decodeAs(hostCleanupResultBody)}
 }

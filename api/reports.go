@@ -27,12 +27,27 @@ type HostLeaseBody struct {
 	// Moves counts the times the host moved to another node (its own was fenced, or drained
 	// while the host was parked).
 	Moves int `json:"moves,omitempty"`
+	// Unsaved: the host is fenced because its last teardown's checkpoint failed; no member
+	// starts until a checkpoint succeeds or an operator discards it.
+	Unsaved *UnsavedBody `json:"unsaved,omitempty"`
+}
+
+// UnsavedBody is a fenced host's failed teardown checkpoint.
+type UnsavedBody struct {
+	Reason   domain.CheckpointReason `json:"reason"`
+	Error    string                  `json:"error"`
+	Since    time.Time               `json:"since"`
+	Attempts int                     `json:"attempts"`
 }
 
 func hostLeaseBody(s contract.RuntimeHostStatus) *HostLeaseBody {
-	return &HostLeaseBody{Leases: s.Leases, Ready: s.Ready, ParkFailed: s.ParkFailed, Controlling: s.Controlling,
+	b := &HostLeaseBody{Leases: s.Leases, Ready: s.Ready, ParkFailed: s.ParkFailed, Controlling: s.Controlling,
 		Permits: s.Permits, Quiesced: s.Quiesced, LastError: s.LastError, Checkpoints: s.Checkpoints,
 		Moves: s.Moves}
+	if u := s.Unsaved; u != nil {
+		b.Unsaved = &UnsavedBody{Reason: u.Reason, Error: u.Error, Since: u.Since.UTC(), Attempts: u.Attempts}
+	}
+	return b
 }
 
 // ContinuityReportBody is a continuity inspection of a host.

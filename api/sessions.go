@@ -23,6 +23,8 @@ type SessionControl interface {
 	Poke(ctx context.Context, b domain.Binding) error
 	// Retry tells a session held in a permanent start failure that something changed.
 	Retry(ctx context.Context, session uuid.UUID, reason string) error
+	// StartUpdate sends an update that an operation follows, returning once it is accepted.
+	StartUpdate(ctx context.Context, session uuid.UUID, updateID, name string, arg any) (string, error)
 }
 
 // stateTimeout bounds one presence query: a session whose worker does not answer in time is

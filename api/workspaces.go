@@ -25,7 +25,7 @@ const workspaceOpWait = 45 * time.Second
 // WorkspaceBody is a managed workspace with its exports, recent operations and bytes.
 type WorkspaceBody struct {
 	domain.ManagedWorkspace
-	Exports    []domain.WorkspaceExport    `json:"exports"`
+	Exports    []ExportBody                `json:"exports"`
 	Operations []domain.WorkspaceOperation `json:"operations"`
 	// Bytes is what the live workspace holds on its node; nil when the node did not answer.
 	Bytes       *int64 `json:"bytes,omitempty"`
@@ -87,6 +87,29 @@ func (s *Server) listWorkspaces(c *gin.Context) error {
 	return nil
 }
 
+// ExportBody is one export of a workspace.
+type ExportBody struct {
+	domain.WorkspaceExport
+	// AutomaticCleanupCandidate: the export is kept, older than 30 days and not the
+	// workspace's newest (advisory: nothing is deleted on its own).
+	AutomaticCleanupCandidate bool `json:"automatic_cleanup_candidate"`
+}
+
+// exportBodies marks the cleanup candidates among a workspace's exports (newest first).
+func exportBodies(exports []domain.WorkspaceExport, now time.Time) []ExportBody {
+	out := make([]ExportBody, len(exports))
+	newest := true
+	for i, e := range exports {
+		out[i] = ExportBody{WorkspaceExport: e}
+		if e.DeletedAt != nil {
+			continue
+		}
+		out[i].AutomaticCleanupCandidate = domain.CleanupCandidate(e.CreatedAt, now, newest, false)
+		newest = false
+	}
+	return out
+}
+
 func (s *Server) getWorkspace(c *gin.Context) error {
 	ws, err := lookup(c, "workspace", s.cfg.Store.GetManagedWorkspace)
 	if err != nil {
@@ -94,9 +117,11 @@ func (s *Server) getWorkspace(c *gin.Context) error {
 	}
 	ctx := c.Request.Context()
 	b := WorkspaceBody{ManagedWorkspace: ws, WorkflowID: contract.WorkspaceOpID(ws.ID)}
-	if b.Exports, err = s.cfg.Store.ListWorkspaceExports(ctx, ws.ID); err != nil {
+	exports, err := s.cfg.Store.ListWorkspaceExports(ctx, ws.ID)
+	if err != nil {
 		return err
 	}
+	b.Exports = exportBodies(exports, time.Now())
 	if b.Operations, err = s.cfg.Store.ListWorkspaceOperations(ctx, ws.ID, 20); err != nil {
 		return err
 	}
@@ -104,9 +129,6 @@ func (s *Server) getWorkspace(c *gin.Context) error {
 		if e.DeletedAt == nil {
 			b.ExportBytes += e.Bytes
 		}
-	}
-	if b.Exports == nil {
-		b.Exports = []domain.WorkspaceExport{}
 	}
 	if b.Operations == nil {
 		b.Operations = []domain.WorkspaceOperation{}

@@ -14,6 +14,7 @@ import (
 
 // The acceptance path of an attached agent, through the HTTP API of a real `jam dev` only.
 func TestAnAttachedAgentConversesThroughTheHTTPAPI(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "jam-home")
 	ctx := context.Background()
 	d := startDev(t, home)

@@ -25,6 +25,7 @@ import (
 // resuming its thread) -> the turn starts (Jam has sent the provider the turn); live: a
 // post to a live room -> its reply. It reports to bench/providers.json; it does not gate.
 func TestProviderBenchmark(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("JAM_BENCH") != "1" {
 		t.Skip("benchmark: run with `make bench` (JAM_BENCH=1)")
 	}

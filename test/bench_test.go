@@ -27,6 +27,7 @@ import (
 // dormant scale and concurrent throughput against a real `jam dev` with the test agent. It
 // reports (a JSON file and a table); it does not gate.
 func TestRoomSessionBenchmark(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("JAM_BENCH") != "1" {
 		t.Skip("benchmark: run with `make bench` (JAM_BENCH=1)")
 	}

@@ -43,6 +43,7 @@ func claudeEnv(t *testing.T, model *stubmodel.Server, extra ...string) []string 
 // next message resumes the same Claude session with the earlier turns in the model's input;
 // a room whose agent keeps the catalog's KeepAlive is never reaped.
 func TestClaudeCodeAnswersSteersStopsAndResumesInARoom(t *testing.T) {
+	t.Parallel()
 	realagent.Require(t, "claude")
 	model := codexModel(t)
 	home := filepath.Join(t.TempDir(), "jam-home")
@@ -137,6 +138,7 @@ func TestClaudeCodeAnswersSteersStopsAndResumesInARoom(t *testing.T) {
 // holds a token and an Authorization header: neither value reaches the API, the event
 // stream or the transcript (issue 43), while the command runs with them.
 func TestAClaudeToolPermissionIsDecidedWithTheCLI(t *testing.T) {
+	t.Parallel()
 	realagent.Require(t, "claude")
 	var mu sync.Mutex
 	calls := 0
@@ -218,6 +220,7 @@ func TestAClaudeToolPermissionIsDecidedWithTheCLI(t *testing.T) {
 // same session from that checkpoint, with its history. The API key is the sandbox's
 // anthropic service secret, never a value Jam handles.
 func TestASandboxedClaudeCodeResumesItsSessionFromACheckpoint(t *testing.T) {
+	t.Parallel()
 	exe := realagent.Require(t, "claude")
 	model := codexModel(t)
 	state := t.TempDir()
@@ -276,6 +279,7 @@ func TestASandboxedClaudeCodeResumesItsSessionFromACheckpoint(t *testing.T) {
 // worker under the same node name resumes the session and the message is answered exactly
 // once.
 func TestAClaudeCodeTurnCutByAKilledWorkerIsAnsweredExactlyOnce(t *testing.T) {
+	t.Parallel()
 	realagent.Require(t, "claude")
 	model := codexModel(t)
 	p := startProductionServer(t, "claude-crash-token")

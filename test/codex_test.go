@@ -85,6 +85,7 @@ func codexAgent(t *testing.T, c *client.Client, name string, tmpl domain.Templat
 // same thread is resumed with the earlier turns in the model's input; a command approval
 // reaches the permission broker and `jam permission decide` answers it.
 func TestCodexAnswersSteersStopsAndResumesInARoom(t *testing.T) {
+	t.Parallel()
 	realagent.Require(t, "codex")
 	model := codexModel(t)
 	home := filepath.Join(t.TempDir(), "jam-home")
@@ -175,6 +176,7 @@ func TestCodexAnswersSteersStopsAndResumesInARoom(t *testing.T) {
 // A command Codex wants to run under the untrusted approval policy is a pending runtime
 // permission; `jam permission decide` answers it and the turn goes on.
 func TestACodexCommandApprovalIsDecidedWithTheCLI(t *testing.T) {
+	t.Parallel()
 	realagent.Require(t, "codex")
 	var mu sync.Mutex
 	calls := 0
@@ -216,6 +218,7 @@ func TestACodexCommandApprovalIsDecidedWithTheCLI(t *testing.T) {
 // A Codex template on a node without codex: the session says why, and it makes one start
 // attempt in all — not one per Reconcile period, not one per message (issue 18).
 func TestACodexRoomOnANodeWithoutCodexFailsOnceAndSaysWhy(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "jam-home")
 	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(), "JAM_RECONCILE_INTERVAL_SECS=2"))
 	c := d.client
@@ -247,6 +250,7 @@ func TestACodexRoomOnANodeWithoutCodexFailsOnceAndSaysWhy(t *testing.T) {
 // park checkpoints the thread (rollout files and state database), and a host whose state was
 // lost resumes the same thread from that checkpoint, with its history.
 func TestASandboxedCodexResumesItsThreadFromACheckpoint(t *testing.T) {
+	t.Parallel()
 	exe := realagent.Require(t, "codex")
 	model := codexModel(t)
 	state := t.TempDir()
@@ -297,6 +301,7 @@ func TestASandboxedCodexResumesItsThreadFromACheckpoint(t *testing.T) {
 // The production shape: the worker is SIGKILLed while Codex streams its answer; a new worker
 // under the same node name resumes the thread and the message is answered exactly once.
 func TestACodexTurnCutByAKilledWorkerIsAnsweredExactlyOnce(t *testing.T) {
+	t.Parallel()
 	realagent.Require(t, "codex")
 	model := codexModel(t)
 	p := startProductionServer(t, "codex-crash-token")

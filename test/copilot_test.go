@@ -57,6 +57,7 @@ func copilotEnv(t *testing.T, extra ...string) []string {
 // it and the message waits for the restart; after an idle reap the next message resumes
 // the same Copilot session with the earlier turns in the model's input.
 func TestCopilotAnswersSteersStopsAndResumesInARoom(t *testing.T) {
+	t.Parallel()
 	realagent.Require(t, "copilot")
 	model := codexModel(t)
 	home := filepath.Join(t.TempDir(), "jam-home")
@@ -131,6 +132,7 @@ func TestCopilotAnswersSteersStopsAndResumesInARoom(t *testing.T) {
 // `jam permission decide` answers it and the command's result reaches the model. Jam's own
 // reply tool is never asked about.
 func TestACopilotToolPermissionIsDecidedWithTheCLI(t *testing.T) {
+	t.Parallel()
 	realagent.Require(t, "copilot")
 	var mu sync.Mutex
 	calls := 0
@@ -195,6 +197,7 @@ func TestACopilotToolPermissionIsDecidedWithTheCLI(t *testing.T) {
 // session from that checkpoint, with its history. The model provider's key reaches the
 // session configuration from the guest's environment.
 func TestASandboxedCopilotResumesItsSessionFromACheckpoint(t *testing.T) {
+	t.Parallel()
 	exe := realagent.Require(t, "copilot")
 	model := codexModel(t)
 	state := t.TempDir()
@@ -262,6 +265,7 @@ func TestASandboxedCopilotResumesItsSessionFromACheckpoint(t *testing.T) {
 // worker under the same node name resumes the session and the message is answered exactly
 // once.
 func TestACopilotTurnCutByAKilledWorkerIsAnsweredExactlyOnce(t *testing.T) {
+	t.Parallel()
 	realagent.Require(t, "copilot")
 	model := codexModel(t)
 	p := startProductionServer(t, "copilot-crash-token")

@@ -26,6 +26,7 @@ import (
 // while Reconcile runs every 2 s; jam dev restarted on the same home with the variable set
 // answers each queued message once.
 func TestAnUnsetKeyVariableFailsOnceAndARestartedNodeAnswers(t *testing.T) {
+	t.Parallel()
 	realagent.Require(t, "codex")
 	realagent.Require(t, "copilot")
 	model := codexModel(t)

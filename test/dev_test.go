@@ -65,6 +65,7 @@ func (d *devInstance) stop(t *testing.T) {
 }
 
 func TestDevServesAPIUIAndWorkerAndKeepsDataAcrossRestart(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "jam-home")
 	ctx := context.Background()
 	d := startDev(t, home)
@@ -153,6 +154,7 @@ func TestDevServesAPIUIAndWorkerAndKeepsDataAcrossRestart(t *testing.T) {
 }
 
 func TestDevEphemeralKeepsNothing(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "jam-home")
 	ctx := context.Background()
 	d := startDev(t, home, "--ephemeral")
@@ -177,6 +179,7 @@ func TestDevEphemeralKeepsNothing(t *testing.T) {
 }
 
 func TestCLIReadsTheDevTokenAndPrintsNodes(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "jam-home")
 	d := startDev(t, home, "--ephemeral")
 	env := []string{"JAM_HOME=" + home, "JAM_URL=" + d.apiURL}
@@ -206,6 +209,7 @@ func TestCLIReadsTheDevTokenAndPrintsNodes(t *testing.T) {
 // (With the Temporal port taken it used to log "address already in use" and then panic in
 // the embedded frontend.)
 func TestDevRefusesATakenOrRemoteAddressInOneLineWithoutPanicking(t *testing.T) {
+	t.Parallel()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

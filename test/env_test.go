@@ -18,6 +18,7 @@ import (
 // server's secrets; a credential reaches it only when its template names it; a template
 // cannot name a custody key or Jam's own configuration.
 func TestHostNativeAgentsSeeNoSecretTheirTemplateDidNotName(t *testing.T) {
+	t.Parallel()
 	const token = "jam-test-operator-token"
 	home := filepath.Join(t.TempDir(), "jam-home")
 	store := "sqlite:" + filepath.Join(t.TempDir(), "jam.db")

@@ -23,6 +23,7 @@ import (
 // many messages arrive; a template applied to it is the change that wakes it, and the
 // template's idle_secs is the threshold its runtime is reaped at.
 func TestAFailedRuntimeHoldsVisiblyAndWakesOnlyOnAChange(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "jam-home")
 	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(), "JAM_PROVIDER_READY_SECS=2", "JAM_WORKER_PROVIDERS=acp"))
 	c, ctx := d.client, context.Background()

@@ -2,6 +2,8 @@ package test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -37,6 +39,7 @@ import (
 // scenarios also record RoomSession and RuntimeHost continuing as new; every run of such a
 // workflow is written (<name>.run<N>.json), each replayable on its own.
 func TestRecordWorkflowHistories(t *testing.T) {
+	t.Parallel()
 	dir := os.Getenv("JAM_RECORD_HISTORIES")
 	if dir == "" {
 		t.Skip("set JAM_RECORD_HISTORIES to a directory to record workflow histories")
@@ -47,8 +50,8 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	state, log := t.TempDir(), filepath.Join(t.TempDir(), "sbx.log")
-	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), ownedEnv(t, t.TempDir(),
+	state, log, home := t.TempDir(), filepath.Join(t.TempDir(), "sbx.log"), filepath.Join(t.TempDir(), "jam-home")
+	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(),
 		"JAM_SBX="+fakesbx.Binary(t), "FAKESBX_STATE="+state, "FAKESBX_LOG="+log,
 		"JAM_RECONCILE_INTERVAL_SECS=2", "JAM_DEV_SUGGEST_CONTINUE_AS_NEW_EVENTS=100"))
 	c, ctx := d.client, context.Background()
@@ -78,17 +81,17 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	awaitReply(t, c, postText(t, c, room.ID, "hello"), 60*time.Second)
 	awaitPresence(t, c, session, domain.PresenceDormant, 30*time.Second)
 	awaitReply(t, c, postText(t, c, room.ID, "again"), 60*time.Second)
-	// The previous turn may still be closing after its reply is visible: wait for the next
-	// turn to start, so the next message arrives during this one.
-	var before int64
-	if r := getSession(t, c, session).Runtime; r != nil {
-		before = r.Turns
-	}
+	// The next message must arrive during the turn that answers this one: wait for that
+	// turn's start (its turn_started names the message it answers), not for any turn, which
+	// may be an empty one a late Reconcile poke ran.
 	long := postText(t, c, room.ID, "[[slow 3]] long work")
-	wait.Eventually(t, 30*time.Second, func() bool {
-		s := getSession(t, c, session)
-		return s.Runtime != nil && s.Runtime.InTurn && s.Runtime.Turns > before
-	}, "the long turn to start")
+	awaitEvent(t, c, room.ID, domain.EventRuntimeActivity, func(p json.RawMessage) bool {
+		var e struct {
+			Kind   domain.AgentEventKind `json:"kind"`
+			Source *uuid.UUID            `json:"source_message_id"`
+		}
+		return json.Unmarshal(p, &e) == nil && e.Kind == domain.AgentTurnStarted && e.Source != nil && *e.Source == long.ID
+	}, 30*time.Second)
 	mid := postText(t, c, room.ID, "meanwhile")
 	tmpl := templateOf(t, c, agent.ID)
 	cfg := tmpl.TemplateConfig
@@ -195,6 +198,51 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	must(t, c.Do(ctx, http.MethodPost, "/v1/nodes/"+devNode+"/undrain", nil, nil))
 	awaitReply(t, c, later, 90*time.Second)
 	save("roomsession-placement-wait", contract.RoomSessionID(session4))
+
+	// A Dedicated host whose park checkpoint fails (its checkpoints directory is a file):
+	// the room stops, the host parks without a generation; the directory comes back, a
+	// manual checkpoint captures, and the room is restarted and answers.
+	unsaved := sandboxedAgent(t, c, "unsaved", domain.PlacementDedicated)
+	room5, session5 := roomWith(t, c, "unsaved", unsaved)
+	awaitReply(t, c, postText(t, c, room5.ID, "[[count]] before"), 90*time.Second)
+	host5 := hostsOf(t, c, unsaved)[0].ID
+	blockCheckpoints(t, home, host5)
+	must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session5.String()+"/stop", nil, nil))
+	awaitHostState(t, c, host5, domain.HostParked, 90*time.Second)
+	unblockCheckpoints(t, home, host5)
+	must(t, c.Operation(ctx, http.MethodPost, "/v1/hosts/"+host5.String()+"/checkpoints", nil, nil, nil))
+	must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session5.String()+"/restart", nil, nil))
+	awaitReply(t, c, postText(t, c, room5.ID, "[[count]] after"), 90*time.Second)
+	must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session5.String()+"/stop", nil, nil))
+	awaitHostState(t, c, host5, domain.HostParked, 60*time.Second)
+	save("roomsession-unsaved", contract.RoomSessionID(session5))
+	save("runtimehost-unsaved", contract.RuntimeHostID(host5))
+}
+
+// blockCheckpoints makes every capture of host's provider state fail, as a disk that cannot
+// take the generation would: its checkpoints directory (moved aside when it exists) is
+// replaced by a file.
+func blockCheckpoints(t *testing.T, home string, host uuid.UUID) {
+	t.Helper()
+	dir := filepath.Join(home, "runtime-hosts", host.String(), "checkpoints")
+	if err := os.Rename(dir, dir+".aside"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, []byte("not a directory\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unblockCheckpoints gives host its checkpoints directory back.
+func unblockCheckpoints(t *testing.T, home string, host uuid.UUID) {
+	t.Helper()
+	dir := filepath.Join(home, "runtime-hosts", host.String(), "checkpoints")
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir+".aside", dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
 }
 
 // awaitReconcilePoke waits for a Reconcile run started after since that poked a session, and

@@ -104,6 +104,7 @@ func authoredBy(m api.MessageBody, agent uuid.UUID) bool {
 // answer the human, then the chain runs to the limit and stops; what lies past it is kept
 // as context and wakes no one, not even Reconcile (every 2 s here).
 func TestAgentChainsStopAtTheHopLimit(t *testing.T) {
+	t.Parallel()
 	const maxHops = 3
 	home := filepath.Join(t.TempDir(), "jam-home")
 	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(), "JAM_RECONCILE_INTERVAL_SECS=2"))
@@ -157,6 +158,7 @@ func TestAgentChainsStopAtTheHopLimit(t *testing.T) {
 // An owned agent's reply wakes the room's other owned agents at once, not at the next
 // Reconcile (a minute away here).
 func TestOwnedAgentRepliesWakeTheOtherOwnedAgentsAtOnce(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "jam-home")
 	d := startDevEnv(t, home, ownedEnv(t, t.TempDir()))
 	c := d.client

@@ -55,6 +55,7 @@ func isToolTarget(target string) bool { return strings.HasPrefix(target, "host.d
 // A developer-profile host ends with exactly the profile's targets (and Jam's tool endpoint)
 // Owned: one rule each in the sandbox's scope, each the journal's, each reachable.
 func TestNetworkDeveloperHostOwnsExactlyItsProfileRules(t *testing.T) {
+	t.Parallel()
 	e := startNetworkDev(t)
 	c := e.d.client
 	agent := sandboxedAgent(t, c, "dev", domain.PlacementDedicated)
@@ -106,6 +107,7 @@ func TestNetworkDeveloperHostOwnsExactlyItsProfileRules(t *testing.T) {
 // A rule that existed before the host is CoveredExternally and outlives the host's cleanup,
 // which removes every rule Jam owned.
 func TestNetworkCoveredRuleSurvivesCleanupWhileOwnedRulesGo(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := startNetworkDev(t)
 	c := e.d.client
@@ -155,6 +157,7 @@ func TestNetworkCoveredRuleSurvivesCleanupWhileOwnedRulesGo(t *testing.T) {
 // A worker that dies between `sbx policy allow` and the journal write leaves a PendingAdd;
 // the retried prepare resolves it by the one new rule beyond the baseline: one rule, not two.
 func TestNetworkCrashBetweenAllowAndJournalConvergesOnOneRule(t *testing.T) {
+	t.Parallel()
 	const target = "github.com:443"
 	e := startNetworkDev(t, "FAKESBX_ALLOWCRASH_ONCE="+target)
 	c := e.d.client
@@ -184,6 +187,7 @@ func TestNetworkCrashBetweenAllowAndJournalConvergesOnOneRule(t *testing.T) {
 // Organisation governance forbidding a target fails the prepare, non-retryably, with an
 // error on the session that names the target; nothing starts.
 func TestNetworkGovernanceDenialFailsThePrepareWithItsError(t *testing.T) {
+	t.Parallel()
 	const target = "pypi.org:443"
 	e := startNetworkDev(t, "FAKESBX_GOVERNANCE_DENY="+target)
 	c := e.d.client

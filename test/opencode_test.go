@@ -23,6 +23,7 @@ import (
 // holding the session, with OpenCode's version), wake on the same provider session with
 // the earlier turn in the model's input, twice.
 func TestASandboxedOpenCodeResumesItsSessionAcrossParks(t *testing.T) {
+	t.Parallel()
 	exe := realagent.Require(t, "opencode")
 	model, err := stubmodel.Start(nil)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 // /v1/operations/{id} walks the first to its result and the refused one to its failure
 // class, and the CLI follows one with `jam operation`.
 func TestLongOperationsAnswer202AndAreFollowedThroughTheOperationResource(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := startSandboxDev(t)
 	c := e.d.client
@@ -50,8 +51,10 @@ func TestLongOperationsAnswer202AndAreFollowedThroughTheOperationResource(t *tes
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		if took := time.Since(began); took > time.Second {
-			t.Errorf("POST %s took %s to answer; want under a second", path, took)
+		// Started is the answer, not the outcome (which takes longer); the bound allows for a
+		// machine busy with the tests running beside this one.
+		if took := time.Since(began); took > 5*time.Second {
+			t.Errorf("POST %s took %s to answer; want a prompt 202", path, took)
 		}
 		var op api.OperationResource
 		if resp.StatusCode != http.StatusAccepted || json.NewDecoder(resp.Body).Decode(&op) != nil {

@@ -23,6 +23,7 @@ import (
 // session is refused without --force; a session is poked by hand; the Reconcile schedule's
 // status is shown. Every answer names the Temporal CLI command that does the same.
 func TestAnOperatorRetriesAWorkflowBlockedOnAFailingActivity(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	faults := t.TempDir()
 	home := filepath.Join(t.TempDir(), "jam-home")

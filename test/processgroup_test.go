@@ -85,6 +85,7 @@ type nodeShape struct {
 // directory kills it before serving, and its clean stop leaves none of its own behind. Both
 // `jam dev` and `jam worker`.
 func TestAKilledJamsLeftoversAreReapedByItsGuardOrItsRestart(t *testing.T) {
+	t.Parallel()
 	t.Run("jam dev", func(t *testing.T) {
 		home := filepath.Join(t.TempDir(), "jam-home")
 		env := ownedEnv(t, t.TempDir())

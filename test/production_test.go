@@ -21,6 +21,7 @@ import (
 // The production shape: `jam migrate`, `jam server` and `jam worker` as separate processes
 // against Postgres and an external Temporal.
 func TestServerAndWorkerRunAgainstPostgresAndExternalTemporal(t *testing.T) {
+	t.Parallel()
 	dbURL := testdb.PostgresURL(t)
 	// A cluster nobody ran `jam migrate temporal` against.
 	ts := temporaltest.StartBare(t)

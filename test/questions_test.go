@@ -41,6 +41,7 @@ func pendingQuestion(t *testing.T, c *client.Client, room uuid.UUID, timeout tim
 // goes back to the agent, whose turn goes on; no answer before the deadline returns "no
 // answer"; a restart of Jam while a question is pending keeps it answerable.
 func TestAgentsAskTheRoomsHumanAndGetTheAnswer(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "jam-home")
 	env := ownedEnv(t, t.TempDir())
 	d := startDevEnv(t, home, env)

@@ -120,6 +120,7 @@ esac
 // its checks go through gh in the guest; hostile inputs are refused with 4xx before
 // anything is recorded or run.
 func TestRepositoryOperationsCloneBranchCommitAndPushFromASandboxedWorkspace(t *testing.T) {
+	t.Parallel()
 	g := startGitServer(t)
 	url := g.bare(t, "project.git")
 	ghDir, ghLog := fakeGH(t)
@@ -289,6 +290,7 @@ func templateRepoAgent(t *testing.T, c *client.Client, name string, repos ...dom
 // turn, as clone operations; one that cannot be cloned is the session's clear error and
 // the room gets no turn. A hostile template repository is refused at save.
 func TestTemplateRepositoriesAreClonedBeforeTheFirstTurn(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	g := startGitServer(t)
 	url := g.bare(t, "seed.git")
@@ -343,6 +345,7 @@ func mustRead(t *testing.T, path string) string {
 // holds it) leaves the push operation Failed and never replays it: the hook ran once. A new
 // request then runs and the served repository has the branch.
 func TestAWorkerKilledMidPushLeavesTheOperationFailedAndANewRequestRuns(t *testing.T) {
+	t.Parallel()
 	g := startGitServer(t)
 	url := g.bare(t, "crash.git")
 	bare := filepath.Join(g.root, "crash.git")

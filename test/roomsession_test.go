@@ -28,6 +28,7 @@ import (
 // answered, reaped when idle, woken on the same provider session, and controlled with
 // validated updates.
 func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "jam-home")
 	exe := testagent.Binary(t)
 	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(), "JAM_OWNED_RUNTIME_IDLE_SECS=2"))
@@ -214,6 +215,7 @@ func countHistory(t *testing.T, tc client.Client, session uuid.UUID, match func(
 // once, without a message: the API, not only the worker, reads the mode, since only the
 // lazy lifecycle lets a new binding start no workflow.
 func TestUnderTheEagerLifecycleABoundRoomGoesLiveWithoutAMessage(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "jam-home")
 	exe := testagent.Binary(t)
 	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(), "JAM_OWNED_RUNTIME_LAZY=0"))
@@ -232,6 +234,7 @@ func TestUnderTheEagerLifecycleABoundRoomGoesLiveWithoutAMessage(t *testing.T) {
 // A stopped agent's messages stay queued, through a restart of every `jam dev` process, and
 // are answered once the agent is started again, on the same provider session.
 func TestAStoppedAgentsMessagesSurviveARestartAndAreAnsweredAfterStart(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "jam-home")
 	exe := testagent.Binary(t)
 	env := ownedEnv(t, t.TempDir())

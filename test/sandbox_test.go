@@ -17,6 +17,7 @@ import (
 // The node's own worker classifies its sbx through the API and the CLI; a node without sbx
 // still runs host-native agents.
 func TestSandboxSupportIsAskedOfTheNodeAndNeverBlocksHostNativeAgents(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	state := t.TempDir()
 	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), append(ownedEnv(t, t.TempDir()),

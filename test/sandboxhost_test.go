@@ -123,6 +123,7 @@ func memberStates(h api.HostBody) map[uuid.UUID]domain.MembershipState {
 // allowlisted values; host controls act on every member from the durable membership, never on
 // another agent's Dedicated host, and never on a foreign sandbox.
 func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := startSandboxDev(t)
 	c := e.d.client
@@ -282,6 +283,7 @@ func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
 // sandbox; a stopped session releases its lease and its host parks the sandbox; a room may
 // reset its own Dedicated sandbox.
 func TestDedicatedHostsAreIsolatedPerSessionAndParkWhenIdle(t *testing.T) {
+	t.Parallel()
 	e := startSandboxDev(t)
 	c := e.d.client
 	agent := sandboxedAgent(t, c, "solo", domain.PlacementDedicated)
@@ -350,6 +352,7 @@ func TestDedicatedHostsAreIsolatedPerSessionAndParkWhenIdle(t *testing.T) {
 // provider session from its newest verified checkpoint; with every checkpoint corrupt it
 // fails closed before the runtime is built, and its messages stay queued.
 func TestALostProviderStateIsRestoredFromItsCheckpointOrFailsClosed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := startSandboxDev(t)
 	c := e.d.client

@@ -18,6 +18,7 @@ import (
 // wake goes to the node that has the CLI even though the other is first by name on an even
 // load (where its start would be refused). The operator's probe shows why.
 func TestHostNativeRoomsGoToTheNodeWithTheirCLI(t *testing.T) {
+	t.Parallel()
 	p := startProductionServer(t, "cli-fleet")
 	c := p.client
 	missing := "/nonexistent/jam-testagent"

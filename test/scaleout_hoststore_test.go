@@ -20,6 +20,7 @@ import (
 // Claude session; when that node's worker is SIGKILLed, the room's next message is answered
 // by the first node within 45 s of the kill, exactly once, on the same Claude session.
 func TestAHostNativeRoomMovesToANodeSharingItsHostStoreOnDrainAndWhenItsNodeDies(t *testing.T) {
+	t.Parallel()
 	realagent.Require(t, "claude")
 	model := codexModel(t)
 	p := startProductionServer(t, "hoststore-token")

@@ -25,6 +25,7 @@ import (
 // only: its next message waits, the session says why, and the room answers once, on the
 // same provider thread, when the node is back.
 func TestSandboxedRoomsGoToTheNodeWhoseSbxWorks(t *testing.T) {
+	t.Parallel()
 	p := startProductionServer(t, "sbx-fleet")
 	c := p.client
 	bare := &fleetNode{name: "bare", home: t.TempDir(), state: t.TempDir(), env: []string{"JAM_SBX=/nonexistent/sbx"}}
@@ -89,6 +90,7 @@ func TestSandboxedRoomsGoToTheNodeWhoseSbxWorks(t *testing.T) {
 // on the same provider thread with its earlier turns remembered. The killed worker's guard
 // stops its old sandbox; draining the serving node later moves the host back at its next wake.
 func TestASandboxedRoomMovesWithItsHostToANodeSharingItsHostStoreWhenItsNodeDies(t *testing.T) {
+	t.Parallel()
 	p := startProductionServer(t, "sbx-move")
 	c := p.client
 	shared := t.TempDir()

@@ -71,6 +71,7 @@ func messageAll(t *testing.T, c *client.Client, rooms []api.RoomBody) {
 // runtime, and a room whose node was killed says why it waits until that node is back, then
 // answers once on the same provider session.
 func TestWakesSpreadOverNodesByFreeCapacityDrainAndFailover(t *testing.T) {
+	t.Parallel()
 	p := startProductionServer(t, "fleet-token")
 	c := p.client
 	var nodes []*fleetNode

@@ -22,6 +22,7 @@ import (
 // its labelled activities, and its summary and current details, into docs/screenshots/ (or
 // JAM_SCREENSHOTS_DIR).
 func TestWebUIScreenshots(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("JAM_SCREENSHOTS") != "1" {
 		t.Skip("screenshots: run with `make screenshots` (JAM_SCREENSHOTS=1)")
 	}

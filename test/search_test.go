@@ -92,6 +92,7 @@ func workflowDetails(t *testing.T, tc sdkclient.Client, id string) (summary, det
 // Reconcile schedule's runs by JamKind. The Web UI's summary and current details say what
 // each is doing.
 func TestJamWorkflowsAreFoundByTheirObjectsWithTheirStage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := startSandboxDev(t)
 	c := e.d.client

@@ -56,6 +56,7 @@ func awaitConfig(t *testing.T, c *client.Client, session uuid.UUID, timeout time
 // replacement that cannot start leaves the old configuration effective and running, the
 // failure recorded with the old generation as the recovery target.
 func TestApplyAndRestartReachesEveryRoomAndAFailedReplacementKeepsTheOldConfiguration(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	d := startDevEnv(t, t.TempDir()+"/jam-home", ownedEnv(t, t.TempDir()))
 	c := d.client
@@ -104,6 +105,7 @@ func TestApplyAndRestartReachesEveryRoomAndAFailedReplacementKeepsTheOldConfigur
 // sandbox destroyed, one created) and preserves both rooms' sessions and provider threads;
 // the recreated host accepts the next bind, allocated by the resolved profile.
 func TestAFingerprintChangeRecreatesTheSharedHostOnceAndPreservesItsSessions(t *testing.T) {
+	t.Parallel()
 	e := startSandboxDev(t)
 	c := e.d.client
 	agent := sandboxedAgent(t, c, "shared", domain.PlacementShared)
@@ -162,6 +164,7 @@ func TestAFingerprintChangeRecreatesTheSharedHostOnceAndPreservesItsSessions(t *
 // committed: meanwhile the room truthfully reads applying with the old generation effective;
 // a new worker finishes the apply, and the room runs the new generation — never half-applied.
 func TestAWorkerKilledDuringAnApplyLeavesEveryRoomOnOneGeneration(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := startProductionServer(t, "apply-crash-token")
 	c := p.client

@@ -85,6 +85,7 @@ func rawToolCall(t *testing.T, s savedMCP, tool string, args map[string]any) int
 // posts a new message; a retried call id posts once and answers the first result again;
 // jam_room_context reads the room. Its token stops working when its instance is retired.
 func TestAnOwnedAgentActsThroughJamsToolsOverMCP(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), ownedEnv(t, state))
 	c, ctx := d.client, context.Background()
@@ -161,6 +162,7 @@ func TestAnOwnedAgentActsThroughJamsToolsOverMCP(t *testing.T) {
 // An agent whose MCP client takes only stdio servers is given `jam mcp`, the bridge to the
 // same endpoint with the same token.
 func TestAStdioOnlyAgentReachesJamsToolsThroughTheBridge(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), ownedEnv(t, state))
 	c, ctx := d.client, context.Background()
@@ -186,6 +188,7 @@ func TestAStdioOnlyAgentReachesJamsToolsThroughTheBridge(t *testing.T) {
 // The real `opencode acp`, talking to the scripted model server, sees Jam's MCP server in
 // its session, and the model's jam_reply_to_message call lands as the room reply.
 func TestOpenCodeRepliesThroughJamsMCPTool(t *testing.T) {
+	t.Parallel()
 	realagent.Require(t, "opencode")
 	model, err := stubmodel.Start(stubmodel.ReplyTool)
 	if err != nil {
@@ -227,6 +230,7 @@ func TestOpenCodeRepliesThroughJamsMCPTool(t *testing.T) {
 // A sandboxed runtime reaches the node's MCP endpoint from inside the guest: Jam allows the
 // sandbox exactly that target before the provider starts, and the tool call lands.
 func TestASandboxedAgentReachesJamsToolsThroughItsAllowedTarget(t *testing.T) {
+	t.Parallel()
 	sbxState := t.TempDir()
 	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), ownedEnv(t, t.TempDir(),
 		"JAM_SBX="+fakesbx.Binary(t), "FAKESBX_STATE="+sbxState, "FAKESBX_LOG="+filepath.Join(t.TempDir(), "sbx.log"),

@@ -20,6 +20,7 @@ import (
 // teardown runs) and a new worker started under the same node name: the queued message is
 // answered exactly once and the killed worker's child does not outlive it.
 func TestAWorkerKilledMidTurnAnswersTheMessageExactlyOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	exe := testagent.Binary(t)
 	p := startProductionServer(t, "crash-test-token")
@@ -54,19 +55,27 @@ func TestAWorkerKilledMidTurnAnswersTheMessageExactlyOnce(t *testing.T) {
 	awaitReply(t, c, m, 90*time.Second)
 	t.Logf("answered %s after the kill", time.Since(killedAt).Round(time.Millisecond))
 	wait.Never(t, time.Second, func() bool { return len(repliesTo(t, c, m)) != 1 }, "the message answered other than exactly once")
-	if got := providerChildren(t, 0, exe); len(got) != 1 || parentOf(got[0]) != worker2.cmd.Process.Pid {
-		t.Fatalf("provider processes %v, want one child of the new worker %d", got, worker2.cmd.Process.Pid)
+	// The session's provider runs under the new worker (the old one's is gone, above).
+	// Other tests run beside this one, so the provider is found by the session, not by a
+	// scan of every test agent on the machine.
+	now := getSession(t, c, session).Runtime
+	if now == nil || now.PID == 0 || now.PID == pid || parentOf(now.PID) != worker2.cmd.Process.Pid {
+		t.Fatalf("the session's runtime %+v, want a child of the new worker %d", now, worker2.cmd.Process.Pid)
+	}
+	if got := providerChildren(t, worker2.cmd.Process.Pid, exe); len(got) != 1 {
+		t.Fatalf("provider processes of the new worker %v, want one", got)
 	}
 	if code := worker2.interrupt(45 * time.Second); code != 0 {
 		t.Fatalf("worker exited %d after Ctrl-C", code)
 	}
-	awaitChildren(t, 0, exe, 0, 5*time.Second)
+	wait.Eventually(t, 5*time.Second, func() bool { return !alive(now.PID) }, "the new worker's provider %d to end with it", now.PID)
 }
 
 // The production shape with the worker killed while `sbx create` has made the sandbox but
 // before Jam published its owner marker: the restarted worker converges on that one sandbox
 // (no second create, no second owner) and the queued message is answered.
 func TestAWorkerKilledBetweenSandboxCreateAndItsMarkerConvergesOnOneSandbox(t *testing.T) {
+	t.Parallel()
 	p := startProductionServer(t, "crash-test-token")
 	base, c := p.base, p.client
 

@@ -22,6 +22,7 @@ import (
 // the bound must be set before the server starts (it was not, and 10,000 dormant rooms stayed
 // resident). Counted in jam dev's own goroutines: a cached RoomSession parks coroutines there.
 func TestJamDevKeepsNoMoreRoomSessionsInMemoryThanItsWorkflowCache(t *testing.T) {
+	t.Parallel()
 	const cache, rooms = 10, 30
 	pprofAddr, err := devserver.FreeAddress("127.0.0.1")
 	if err != nil {

@@ -56,6 +56,7 @@ func awaitHostState(t *testing.T, c *client.Client, host uuid.UUID, state domain
 // (sandbox and root gone, export kept), restore, and the room's conversation resuming the
 // exact provider session from the checkpoint the export carried.
 func TestAnArchivedWorkspaceOutlivesItsHostAndIsRestoredWithItsConversation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := startSandboxDev(t)
 	c := e.d.client
@@ -227,6 +228,7 @@ func kill(t *testing.T, p *proc) {
 // finishes the same operation exactly once, the journal never moves backward, and the
 // export holds the workspace's bytes.
 func TestAWorkerKilledDuringAnArchiveOrHostCleanupFinishesItExactlyOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := startProductionServer(t, "crash-test-token")
 	c := p.client
@@ -277,7 +279,7 @@ func TestAWorkerKilledDuringAnArchiveOrHostCleanupFinishesItExactlyOnce(t *testi
 		var keptExports []domain.WorkspaceExport
 		for _, x := range ws.Exports {
 			if x.DeletedAt == nil {
-				keptExports = append(keptExports, x)
+				keptExports = append(keptExports, x.WorkspaceExport)
 			}
 		}
 		if len(keptExports) != 1 || len(ws.Exports) != 2 {

@@ -62,11 +62,14 @@ func LimitWorkflowCache(n int) {
 
 // Config is what a node's workers need.
 type Config struct {
-	Client  client.Client
-	Store   *store.Store
-	Node    string
-	DataDir string
-	Version string
+	// Namespace is the Temporal namespace the client serves (a restarted node fails its
+	// predecessor's in-flight activities there).
+	Namespace string
+	Client    client.Client
+	Store     *store.Store
+	Node      string
+	DataDir   string
+	Version   string
 	// Sbx locates this node's `sbx` (sandbox.ConfigFromEnv at start).
 	Sbx    sandbox.Config
 	Logger *slog.Logger
@@ -180,10 +183,14 @@ func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	// This process starts with no runtime: slots its predecessor held are free (its
-	// children are reaped below, before any activity runs). The node is live from its
-	// registration on, so a wake may already have placed a slot here: that one stays.
-	if err := cfg.Store.ClearNodePlacements(ctx, cfg.Node, node.StartedAt); err != nil {
+	// What a killed predecessor may have left started: the rooms holding slots placed here
+	// before this worker, the hosts pinned here. Their slots are freed once those
+	// activities are failed (below): a worker killed meanwhile leaves them to the next one.
+	pred := predecessor{self: workerIdentity(), started: node.StartedAt}
+	if pred.sessions, err = cfg.Store.PlacedBefore(ctx, cfg.Node, node.StartedAt); err != nil {
+		return nil, err
+	}
+	if pred.hosts, err = cfg.Store.HostsOnNode(ctx, cfg.Node); err != nil {
 		return nil, err
 	}
 	// A previous worker's guard may still reap or stop its sandboxes: this one serves after.
@@ -293,6 +300,17 @@ func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 
 	beatCtx, cancel := context.WithCancel(context.Background())
 	w.stopBeat, w.beatDone = cancel, make(chan struct{})
+	// Serving now: what a killed predecessor left started is retried here at once. Then this
+	// process, which started with no runtime, frees the slots its predecessors held (its
+	// children were reaped above). The node is live from its registration on, so a wake may
+	// already have placed a slot here: that one stays.
+	go func() {
+		log := cfg.Logger.With("component", "predecessor")
+		failPredecessorActivities(beatCtx, cfg.Client, cfg.Namespace, pred, log)
+		if err := cfg.Store.ClearNodePlacements(beatCtx, cfg.Node, node.StartedAt); err != nil {
+			log.Warn("free the slots of the node's previous worker", "error", err)
+		}
+	}()
 	w.lastBeat.Store(time.Now().UnixNano()) // registered just now
 	go w.heartbeat(beatCtx, cfg, node)
 	w.fenceDone = make(chan struct{})

@@ -44,6 +44,7 @@ type action struct {
 	restart  contract.RestartRequest
 	remove   contract.RemoveRequest
 	apply    contract.ApplyConfigRequest
+	fresh    contract.StartFreshRequest
 	done     bool
 	result   contract.RoomSessionStatus
 	err      error
@@ -231,6 +232,9 @@ func (r *roomSession) register(ctx workflow.Context) error {
 	if err := r.registerApply(ctx); err != nil {
 		return err
 	}
+	if err := r.registerStartFresh(ctx); err != nil {
+		return err
+	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateRemove,
 		func(ctx workflow.Context, req contract.RemoveRequest) (contract.RoomSessionStatus, error) {
 			return r.enqueue(ctx, &action{name: contract.UpdateRemove, remove: req, finished: req.Final})
@@ -286,6 +290,8 @@ func (r *roomSession) do(ctx workflow.Context, a *action) {
 		r.applyConfig(ctx, a.apply.Generation)
 		// A new configuration is a change: a session that could not start tries it.
 		r.retryStart(ctx, "configuration applied")
+	case contract.UpdateStartFresh:
+		a.err = r.startFresh(ctx, a.fresh)
 	}
 }
 

@@ -15,8 +15,9 @@ import (
 )
 
 // Message names of the RuntimeHost workflow.
-// parkRetryAfter is how long a failed final park waits before it is tried again.
-var parkRetryAfter = time.Minute
+// parkRetryAfter is how long a failed final park (or a fenced host's checkpoint) waits
+// before it is tried again.
+var parkRetryAfter = contract.UnsavedRetry
 
 type runtimeHost struct {
 	in     contract.RuntimeHostInput
@@ -82,10 +83,24 @@ func RuntimeHost(ctx workflow.Context, in contract.RuntimeHostInput) error {
 		}
 		due := func() bool { return len(r.ckpts) > 0 && !r.busy && !r.controlling }
 		suggested := func() bool { return workflow.GetInfo(ctx).GetContinueAsNewSuggested() }
-		if !r.s.ParkFailed {
+		switch {
+		case r.s.ParkFailed:
+			if ok, _ := workflow.AwaitWithTimeout(ctx, parkRetryAfter, func() bool { return due() || suggested() }); !ok && ctx.Err() == nil && !parkable() {
+				continue
+			}
+		case r.s.Unsaved != nil && len(r.s.Leases) == 0:
+			// Fenced: the teardown checkpoint is tried again while nothing else is to do.
+			unfenced := func() bool { return r.s.Unsaved == nil || len(r.s.Leases) > 0 }
+			ok, _ := workflow.AwaitWithTimeout(ctx, parkRetryAfter, func() bool { return parkable() || due() || suggested() || unfenced() })
+			if !ok && ctx.Err() == nil {
+				r.retryUnsaved(ctx)
+				continue
+			}
+			if ctx.Err() == nil && !parkable() && !due() && !suggested() {
+				continue // the fence lifted: wait as an unfenced host does
+			}
+		default:
 			_ = workflow.Await(ctx, func() bool { return parkable() || due() || suggested() })
-		} else if ok, _ := workflow.AwaitWithTimeout(ctx, parkRetryAfter, func() bool { return due() || suggested() }); !ok && ctx.Err() == nil && !parkable() {
-			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return err // cancelled by an operator
@@ -121,9 +136,7 @@ func RuntimeHost(ctx workflow.Context, in contract.RuntimeHostInput) error {
 
 func (r *runtimeHost) register(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, contract.QueryHost, func() (contract.RuntimeHostStatus, error) {
-		return contract.RuntimeHostStatus{Leases: r.s.Leases, Ready: r.s.Ready, ParkFailed: r.s.ParkFailed,
-			Controlling: r.controlling, Permits: len(r.s.Permits), Quiesced: r.s.Quiesced, LastError: r.s.LastError,
-			Checkpoints: r.s.Checkpoints, Moves: r.s.Moves}, nil
+		return r.status(), nil
 	}); err != nil {
 		return err
 	}
@@ -145,7 +158,7 @@ func (r *runtimeHost) register(ctx workflow.Context) error {
 			if r.controlling && !slices.Contains(r.s.Leases, req.RuntimeSession) {
 				return contract.Fail("a host control is running; the room wakes after it", domain.ErrTypeHostBusy, nil)
 			}
-			return nil
+			return r.fenced("the room cannot start")
 		}},
 		{contract.UpdateRelease, r.release, validSession},
 		{contract.UpdatePermit, r.permit, validSession},
@@ -157,9 +170,13 @@ func (r *runtimeHost) register(ctx workflow.Context) error {
 			if r.controlling {
 				return contract.Fail("another host control is running", domain.ErrTypeHostBusy, nil)
 			}
+			if req.Action != string(domain.HostStop) {
+				return r.fenced("the host cannot " + req.Action)
+			}
 			return nil
 		}},
 		{contract.UpdateCheckpoint, r.checkpointNow, nil},
+		{contract.UpdateDiscardUnsaved, r.discardUnsaved, r.validDiscard},
 		{contract.UpdateQuiesce, r.quiesce, nil},
 		{contract.UpdateResume, r.resume, nil},
 	}
@@ -222,6 +239,10 @@ func (r *runtimeHost) acquire(ctx workflow.Context, req contract.LeaseRequest) (
 	lease := contract.HostLease{Host: r.in.Host, Node: r.host.Node, SandboxName: r.host.SandboxName}
 	if r.controlling && !slices.Contains(r.s.Leases, req.RuntimeSession) {
 		return lease, contract.Fail("a host control is running; the room wakes after it", domain.ErrTypeHostBusy, nil)
+	}
+	// A park that failed its checkpoint while this acquire waited for the lock.
+	if err := r.fenced("the room cannot start"); err != nil && len(r.s.Leases) == 0 {
+		return lease, err
 	}
 	// A parked host, or one whose final park failed (the node may have crashed with
 	// providers still running in the guest), is verified — and fenced when nobody holds it —
@@ -295,7 +316,10 @@ func (r *runtimeHost) park(ctx workflow.Context) {
 	r.parkCancel = cancel
 	// Cancelled at the end, its activities are done: that creates no command either.
 	defer func() { r.parkCancel = nil; cancel() }()
-	r.checkpoint(pctx, reason) // every member is gone: the state is quiesced
+	// Every member is gone: the state is quiesced. A failed capture fences the host.
+	if _, err := r.capture(pctx, reason, false); err != nil && pctx.Err() == nil {
+		r.fenceUnsaved(ctx, reason, err)
+	}
 	r.s.ParkReason = ""
 	err := workflow.ExecuteActivity(r.nodeCtx(pctx, sandboxLifecycleTimeout, 3), r.sbx.ParkSandbox,
 		r.sandboxInput()).Get(pctx, nil)
@@ -380,7 +404,10 @@ func (r *runtimeHost) control(ctx workflow.Context, req contract.ControlRequest)
 	if action == domain.HostResetSandbox {
 		reason = domain.CheckpointBeforeReset
 	}
-	r.checkpoint(ctx, reason) // every member is stopped: the state is quiesced
+	// Every member is stopped: the state is quiesced. A failed capture fences the host.
+	if _, err := r.capture(ctx, reason, false); err != nil && ctx.Err() == nil {
+		r.fenceUnsaved(ctx, reason, err)
+	}
 	if action == domain.HostResetSandbox {
 		var out activities.RemoveSandboxResult
 		err = workflow.ExecuteActivity(r.nodeCtx(ctx, sandboxLifecycleTimeout, 3), r.sbx.RemoveSandbox,
@@ -414,6 +441,10 @@ func (r *runtimeHost) control(ctx workflow.Context, req contract.ControlRequest)
 	if action == domain.HostStop {
 		return res, nil
 	}
+	// No member restarts over provider state its teardown could not checkpoint.
+	if err := r.fenced("the host cannot " + string(action)); err != nil {
+		return res, err
+	}
 	for i, m := range res.Members {
 		if !m.WasLive {
 			continue
@@ -430,13 +461,6 @@ func (r *runtimeHost) control(ctx workflow.Context, req contract.ControlRequest)
 
 // checkpointTimeout bounds one capture (20 GiB at most, mostly hard links after the first).
 var checkpointTimeout = 30 * time.Minute
-
-// checkpoint captures the host's provider state while no member runs (the caller made sure)
-// as a new generation with reason. A failed capture is reported, not fatal: the state stays
-// on the host's disk, and the previous generation stays the newest verified one.
-func (r *runtimeHost) checkpoint(ctx workflow.Context, reason domain.CheckpointReason) {
-	_, _ = r.capture(ctx, reason, false)
-}
 
 // capture publishes a generation of the (quiesced) provider state; force captures even when
 // no turn ran since the last one (an operator's manual checkpoint).
@@ -463,7 +487,7 @@ func (r *runtimeHost) capture(ctx workflow.Context, reason domain.CheckpointReas
 		workflow.GetLogger(ctx).Warn("checkpoint failed", "host", r.in.Host, "reason", reason, "error", err)
 		return out, err
 	}
-	r.s.Dirty, r.s.LastCheckpointAt = false, workflow.Now(ctx)
+	r.s.Dirty, r.s.LastCheckpointAt, r.s.Unsaved = false, workflow.Now(ctx), nil
 	if !out.Skipped {
 		r.s.Checkpoints++
 	}
@@ -575,6 +599,8 @@ func (r *runtimeHost) stage() domain.WorkflowStage {
 		return domain.StageSandboxBusy
 	case r.s.ParkFailed:
 		return domain.StageParkFailed
+	case r.s.Unsaved != nil && len(r.s.Leases) == 0:
+		return domain.StageFenced
 	case len(r.s.Leases) > 0 && r.s.Ready:
 		return domain.StageServing
 	case len(r.s.Leases) > 0:
@@ -589,8 +615,17 @@ func (r *runtimeHost) details() string {
 	if r.host.SandboxName != "" {
 		d += fmt.Sprintf(" · sandbox %s on node %s", r.host.SandboxName, r.host.Node)
 	}
-	if r.s.LastError != "" {
+	if u := r.s.Unsaved; u != nil {
+		d += fmt.Sprintf(" · fenced: the %s checkpoint failed %d time(s) (%s)", u.Reason, u.Attempts, u.Error)
+	} else if r.s.LastError != "" {
 		d += " · last error: " + r.s.LastError
 	}
 	return domain.Truncate(d, 1000)
+}
+
+// status is what QueryHost answers.
+func (r *runtimeHost) status() contract.RuntimeHostStatus {
+	return contract.RuntimeHostStatus{Leases: r.s.Leases, Ready: r.s.Ready, ParkFailed: r.s.ParkFailed,
+		Controlling: r.controlling, Permits: len(r.s.Permits), Quiesced: r.s.Quiesced, LastError: r.s.LastError,
+		Checkpoints: r.s.Checkpoints, Moves: r.s.Moves, Unsaved: r.s.Unsaved}
 }

@@ -2,7 +2,9 @@ package workflows
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,8 +28,8 @@ type hostEnv struct {
 	ops     []string
 	members []activities.ScopeMember
 	live    map[uuid.UUID]bool
-	// parkFails fails the next n parks.
-	parkFails int
+	// parkFails fails the next n parks; captureFails the next n checkpoint captures.
+	parkFails, captureFails int
 	// hostGone: the host's record was deleted (its agent was).
 	hostGone bool
 	// archived: recording a member active fails (the host was archived meanwhile).
@@ -49,6 +51,11 @@ func newHostEnv(t *testing.T) *hostEnv {
 	var ck *activities.Checkpoints
 	e.env.OnActivity(ck.CaptureCheckpoint, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.CaptureCheckpointInput) (contract.CaptureCheckpointResult, error) {
+			if e.captureFails > 0 {
+				e.captureFails--
+				e.ops = append(e.ops, "checkpoint-failed")
+				return contract.CaptureCheckpointResult{}, errCapture
+			}
 			e.ops = append(e.ops, "checkpoint:"+string(in.Reason))
 			return contract.CaptureCheckpointResult{ID: in.ID}, nil
 		})
@@ -109,7 +116,10 @@ func newHostEnv(t *testing.T) *hostEnv {
 	return e
 }
 
-var errPark = temporalErr("sbx stop: daemon down")
+var (
+	errPark    = temporalErr("sbx stop: daemon down")
+	errCapture = temporalErr("mkdir checkpoints: not a directory")
+)
 
 type temporalErr string
 
@@ -425,5 +435,80 @@ func TestAReplacementWaitsForRunningTurnsAndRefusesNewOnes(t *testing.T) {
 	want := []string{"stop:host_reset", "stop:host_reset", "checkpoint:before_reset", "remove", "host:parked", "replace", "restart"}
 	if len(e.ops) < len(want) || !equalOps(e.ops[len(e.ops)-len(want):], want) {
 		t.Fatalf("ops %v, want them to end with %v", e.ops, want)
+	}
+}
+
+// Issue 43: a failed final checkpoint parked the host anyway, and the next member started
+// over provider state no generation held. The host is fenced instead: acquires and a restart
+// are refused with the reason, the checkpoint is retried every parkRetryAfter, and its
+// success lifts the fence.
+func TestAFailedTeardownCheckpointFencesTheHostUntilACheckpointSucceeds(t *testing.T) {
+	e := newHostEnv(t)
+	e.captureFails = 6 // the park's three attempts, and the first retry's three
+	a, b, c := uuid.New(), uuid.New(), uuid.New()
+	e.members = []activities.ScopeMember{{RuntimeSession: a}}
+	var errs [4]error
+	var fencedAcquire, fencedRestart, stage error
+	e.update(time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(1500*time.Millisecond, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: a}, &errs[1])
+	e.update(1700*time.Millisecond, contract.UpdateUnpermit, contract.LeaseRequest{RuntimeSession: a}, &errs[2])
+	e.update(2*time.Second, contract.UpdateRelease, contract.LeaseRequest{RuntimeSession: a}, &errs[3])
+	e.update(30*time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: b}, &fencedAcquire)
+	e.update(31*time.Second, contract.UpdateControl, contract.ControlRequest{Action: string(domain.HostRestart)}, &fencedRestart)
+	e.env.RegisterDelayedCallback(func() {
+		v, err := e.env.QueryWorkflow(contract.QueryHost)
+		var st contract.RuntimeHostStatus
+		if err == nil {
+			err = v.Get(&st)
+		}
+		if err != nil || st.Unsaved == nil || st.Unsaved.Reason != domain.CheckpointBeforeStop || st.Unsaved.Attempts != 1 {
+			stage = fmt.Errorf("status while fenced: %+v %v", st.Unsaved, err)
+		}
+	}, 32*time.Second)
+	var later error
+	e.update(3*parkRetryAfter, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: c}, &later)
+	e.run(4 * parkRetryAfter)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	if stage != nil {
+		t.Fatal(stage)
+	}
+	for name, err := range map[string]error{"acquire": fencedAcquire, "restart": fencedRestart} {
+		if !contract.Is(err, domain.ErrTypeHostFenced) || !strings.Contains(err.Error(), "before_stop checkpoint") {
+			t.Fatalf("%s while fenced: %v, want host_fenced with the reason", name, err)
+		}
+	}
+	if later != nil {
+		t.Fatalf("an acquire once the checkpoint succeeded: %v", later)
+	}
+	// The park still stops the sandbox (its state is on the node's disk); the retries
+	// capture until one succeeds, and only then does a member start again.
+	want := []string{"ensure+fence", "host:active", "checkpoint-failed", "checkpoint-failed", "checkpoint-failed", "park", "host:parked",
+		"checkpoint-failed", "checkpoint-failed", "checkpoint-failed", "checkpoint:before_stop", "ensure+fence", "host:active"}
+	if !equalOps(e.ops, want) {
+		t.Fatalf("ops %v, want %v", e.ops, want)
+	}
+}
+
+// An operator may lift the fence without a checkpoint, explicitly.
+func TestAnOperatorDiscardsAFencedHostsUnsavedState(t *testing.T) {
+	e := newHostEnv(t)
+	e.captureFails = 1000
+	a, b := uuid.New(), uuid.New()
+	var errs [4]error
+	var unconfirmed, discarded, after error
+	e.update(time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: a}, &errs[0])
+	e.update(1500*time.Millisecond, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: a}, &errs[1])
+	e.update(1700*time.Millisecond, contract.UpdateUnpermit, contract.LeaseRequest{RuntimeSession: a}, &errs[2])
+	e.update(2*time.Second, contract.UpdateRelease, contract.LeaseRequest{RuntimeSession: a}, &errs[3])
+	e.update(30*time.Second, contract.UpdateDiscardUnsaved, contract.DiscardUnsavedRequest{}, &unconfirmed)
+	e.update(31*time.Second, contract.UpdateDiscardUnsaved, contract.DiscardUnsavedRequest{Confirm: true}, &discarded)
+	e.update(32*time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: b}, &after)
+	e.run(2 * time.Minute)
+	if !contract.Is(unconfirmed, domain.ErrTypeValidation) || discarded != nil || after != nil {
+		t.Fatalf("unconfirmed %v, discarded %v, acquire after %v", unconfirmed, discarded, after)
 	}
 }

@@ -62,7 +62,33 @@ members that were live. This is the only way to stop or reset a Shared host.`,
 		},
 	}
 	control.Flags().BoolVar(&discard, "discard-changes", false, "confirm a reset may destroy a private clone's changes that live only in the sandbox")
-	cmd.AddCommand(list, show, control)
+	var confirmDiscard bool
+	discardUnsaved := &cobra.Command{
+		Use:   "discard-unsaved HOST_ID --confirm",
+		Short: "Lift the fence of a host whose last teardown checkpoint failed, without a checkpoint",
+		Long: `A host whose teardown checkpoint failed is fenced (jam host show: lease.unsaved; its
+workflow's stage: fenced): no member starts and no restart runs over provider state no
+checkpoint holds. The checkpoint is retried every minute; jam host checkpoint HOST tries now
+and lifts the fence when it succeeds. discard-unsaved lifts it without one: the host's next
+member resumes from the provider state on the node as it is.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !confirmDiscard {
+				return fmt.Errorf("--confirm is required: the provider state on the node is held by no checkpoint")
+			}
+			raw, done, err := cf.operation(cmd, http.MethodPost, "/v1/hosts/"+url.PathEscape(args[0])+"/discard-unsaved",
+				api.DiscardUnsavedRequest{ConfirmDiscard: true})
+			if err != nil || !done {
+				return err
+			}
+			return render(cf, cmd, raw, func(api.HostLeaseBody) error {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "host %s: fence lifted; its next member resumes from the provider state on its node\n", args[0])
+				return err
+			})
+		},
+	}
+	discardUnsaved.Flags().BoolVar(&confirmDiscard, "confirm", false, "confirm the provider state on the node is held by no checkpoint")
+	cmd.AddCommand(list, show, control, discardUnsaved)
 	cmd.AddCommand(continuityCommands(cf)...)
 	cmd.AddCommand(hostCleanupCmd(cf))
 	cmd.AddCommand(hostNetworkCmd(cf))
@@ -113,9 +139,13 @@ func continuityCommands(cf *clientFlags) []*cobra.Command {
 					if k.PayloadDeletedAt != nil {
 						payload = "deleted"
 					}
-					rows[i] = []string{k.ID.String(), string(k.Reason), payload, k.CreatedAt.Format("2006-01-02 15:04:05")}
+					candidate := "-"
+					if k.AutomaticCleanupCandidate {
+						candidate = "yes"
+					}
+					rows[i] = []string{k.ID.String(), string(k.Reason), payload, k.CreatedAt.Format("2006-01-02 15:04:05"), candidate}
 				}
-				return table(cmd.OutOrStdout(), "CHECKPOINT\tREASON\tPAYLOAD\tCREATED", rows)
+				return table(cmd.OutOrStdout(), "CHECKPOINT\tREASON\tPAYLOAD\tCREATED\tCLEANUP CANDIDATE", rows)
 			})
 		},
 	}

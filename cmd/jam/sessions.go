@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/internal/domain"
 )
 
 func newSessionCmd(_ *globals) *cobra.Command {
@@ -90,7 +91,69 @@ func newSessionCmd(_ *globals) *cobra.Command {
 	}
 	reset.Flags().BoolVar(&discard, "discard-changes", false, "confirm a private clone's changes in the sandbox may be destroyed")
 	cmd.AddCommand(list, show, stop, restart, reset)
+	cmd.AddCommand(sessionContinuityCmds(cf)...)
 	return cmd
+}
+
+// sessionContinuityCmds are `jam session continuity` and `jam session start-fresh`.
+func sessionContinuityCmds(cf *clientFlags) []*cobra.Command {
+	continuity := &cobra.Command{
+		Use:   "continuity RUNTIME_SESSION_ID",
+		Short: "Can the session's provider thread be resumed? Its evidence, and the start-fresh command when offered",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := cf.call(cmd, http.MethodGet, "/v1/sessions/"+url.PathEscape(args[0])+"/continuity", nil)
+			if err != nil {
+				return err
+			}
+			return render(cf, cmd, raw, func(b api.SessionContinuityBody) error {
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "session %s: thread %s, resume policy %s\n", b.RuntimeSession, orDash(b.ProviderSessionID), b.ResumePolicy)
+				if b.Failure != nil {
+					fmt.Fprintf(w, "failed: %s: %s\n", b.Failure.Class, b.Failure.Reason)
+				}
+				fmt.Fprintf(w, "evidence checksum: %s\n", b.EvidenceChecksum)
+				if b.CanStartFresh {
+					_, err := fmt.Fprintf(w, "start fresh (the thread is abandoned for a new one): %s\n", b.StartFresh)
+					return err
+				}
+				_, err := fmt.Fprintln(w, "start-fresh is not offered: the session does not fail for want of an exact resume")
+				return err
+			})
+		},
+	}
+	var checksum string
+	var confirm bool
+	fresh := &cobra.Command{
+		Use:   "start-fresh RUNTIME_SESSION_ID --checksum EVIDENCE --confirm",
+		Short: "Start a session whose provider thread cannot be resumed on a new thread, bound to the evidence you inspected",
+		Long: `A host-native session under an exact-resume contract (resume_policy exact, the default) whose
+provider thread cannot be resumed holds failed (exact_resume_unavailable). Inspect it with
+jam session continuity, then start it fresh with the evidence checksum you read: the abandoned
+thread is unbound (the provider keeps it; the room is told) and the session answers its
+queued messages on a new thread. A changed evidence is refused: inspect again.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !confirm {
+				return fmt.Errorf("--confirm is required: the session's provider thread is abandoned for a new one")
+			}
+			raw, done, err := cf.operation(cmd, http.MethodPost, "/v1/sessions/"+url.PathEscape(args[0])+"/start-fresh",
+				api.SessionStartFreshRequest{ConfirmStartFresh: true, EvidenceChecksum: checksum})
+			if err != nil || !done {
+				return err
+			}
+			// The operation's result is the session's status as its workflow reports it.
+			return render(cf, cmd, raw, func(s struct {
+				Presence domain.Presence `json:"presence"`
+			}) error {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "session %s started fresh: %s; its queued messages are answered on a new thread\n", args[0], s.Presence)
+				return err
+			})
+		},
+	}
+	fresh.Flags().StringVar(&checksum, "checksum", "", "the evidence_checksum jam session continuity printed")
+	fresh.Flags().BoolVar(&confirm, "confirm", false, "confirm the provider thread is abandoned for a new one")
+	return []*cobra.Command{continuity, fresh}
 }
 
 func sessionControl(cf *clientFlags, cmd *cobra.Command, id, verb string, body any) error {

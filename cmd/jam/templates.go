@@ -24,6 +24,7 @@ type templateFlags struct {
 	workspaceSource, hostPath            string
 	networkProfile                       string
 	authMode, idlePolicy                 string
+	resumePolicy                         string
 }
 
 func (f *templateFlags) register(cmd *cobra.Command) {
@@ -42,6 +43,7 @@ func (f *templateFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.networkProfile, "network-profile", "", "developer or production")
 	fs.StringVar(&f.authMode, "auth-mode", "", "provider_login, api_key or agent_managed (default: the transport's first)")
 	fs.StringVar(&f.idlePolicy, "idle-policy", "", "allow or keep_alive (default: the transport's)")
+	fs.StringVar(&f.resumePolicy, "resume-policy", "", "exact (default: a thread that cannot be resumed fails closed; jam session start-fresh) or fresh (continue on a new thread, telling the room)")
 }
 
 func transportNames() string {
@@ -92,7 +94,8 @@ func (f *templateFlags) body(cmd *cobra.Command) (json.RawMessage, error) {
 	c := domain.TemplateConfig{
 		Alias: f.alias, Transport: domain.Transport(f.transport), Command: f.command, Args: f.args, EnvAllowlist: f.env, Settings: settings,
 		NetworkProfile: domain.NetworkProfile(f.networkProfile), AuthMode: domain.AuthMode(f.authMode), IdlePolicy: domain.IdlePolicy(f.idlePolicy),
-		Sandbox: domain.SandboxConfig{Enabled: f.sandbox, WorkspaceSource: domain.WorkspaceSource(f.workspaceSource), HostPath: f.hostPath},
+		ResumePolicy: domain.ResumePolicy(f.resumePolicy),
+		Sandbox:      domain.SandboxConfig{Enabled: f.sandbox, WorkspaceSource: domain.WorkspaceSource(f.workspaceSource), HostPath: f.hostPath},
 	}
 	if f.placement != "" {
 		p := domain.Placement(f.placement)

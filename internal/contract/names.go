@@ -12,6 +12,9 @@ const (
 	UpdateRestart       = "restart"
 	UpdateRemove        = "remove"
 	UpdateApplyConfig   = "applyConfig"
+	// UpdateStartFresh starts a session held failed for want of an exact resume on a new
+	// provider thread, under the evidence an operator confirmed.
+	UpdateStartFresh = "startFresh"
 	// QueryState answers the session's RoomSessionStatus.
 	QueryState = "state"
 )
@@ -41,6 +44,9 @@ const (
 	UpdateResume   = "resume"
 	// UpdateCheckpoint captures a manual checkpoint with every member's turn quiesced.
 	UpdateCheckpoint = "checkpoint"
+	// UpdateDiscardUnsaved lifts a host's checkpoint fence without a checkpoint: the
+	// operator accepts that the provider state on its disk is held by no checkpoint.
+	UpdateDiscardUnsaved = "discardUnsaved"
 	// QueryHost answers the host's RuntimeHostStatus.
 	QueryHost = "host"
 )

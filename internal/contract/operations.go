@@ -72,8 +72,9 @@ func Start(ctx context.Context, c client.Client, typ, id string, in any) (client
 	return run, nil
 }
 
-// StartHostUpdate sends an update to a runtime host and returns once the host accepted it
-// (its validator ran), not when it completed: an operation tracks the rest.
+// StartHostUpdate sends an update to an entity workflow (a runtime host's, a room
+// session's) and returns once it accepted it (its validator ran), not when it completed: an
+// operation tracks the rest.
 func StartHostUpdate(ctx context.Context, c client.Client, host, updateID, name string, arg any) (runID string, err error) {
 	args := []any{}
 	if arg != nil {

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -164,6 +165,13 @@ type RestartRequest struct {
 	OnlyIfBacklog bool `json:"only_if_backlog"`
 }
 
+// StartFreshRequest is the input of UpdateStartFresh.
+type StartFreshRequest struct {
+	// EvidenceChecksum is the checksum of the session's continuity evidence the operator
+	// inspected (GET /v1/sessions/{id}/continuity).
+	EvidenceChecksum string `json:"evidence_checksum"`
+}
+
 // RemoveRequest is the input of UpdateRemove. Final ends the workflow (the agent is being
 // deleted); otherwise the session retires and an authoritative re-add revives it.
 type RemoveRequest struct {
@@ -221,6 +229,36 @@ type RuntimeHostState struct {
 	// Moves counts the times the host moved to another node (its own was fenced, or drained
 	// while the host was parked).
 	Moves int `json:"moves,omitempty"`
+	// Unsaved is set while the checkpoint of the host's last teardown has not succeeded: the
+	// provider state on the node is newer than every generation, so no member starts over it
+	// until a checkpoint succeeds (retried every parkRetryAfter, or an operator's manual
+	// one) or an operator discards it.
+	Unsaved *UnsavedState `json:"unsaved,omitempty"`
+}
+
+// UnsavedState is a runtime host's failed teardown checkpoint.
+type UnsavedState struct {
+	Reason   domain.CheckpointReason `json:"reason"`
+	Error    string                  `json:"error"`
+	Since    time.Time               `json:"since"`
+	Attempts int                     `json:"attempts"`
+}
+
+// Refusal is the host_fenced refusal of what (a room's start, a host restart) on a host whose
+// teardown checkpoint failed, retried every retryEvery.
+func (u UnsavedState) Refusal(host uuid.UUID, what string, retryEvery time.Duration) error {
+	return Fail(fmt.Sprintf("%s: the %s checkpoint of runtime host %s failed (%s) and is retried every %s; "+
+		"`jam host checkpoint %s` tries now, `jam host discard-unsaved %s --confirm` starts without it",
+		what, u.Reason, host, u.Error, retryEvery, host, host), domain.ErrTypeHostFenced, nil)
+}
+
+// UnsavedRetry is how often a fenced host tries its teardown checkpoint again.
+const UnsavedRetry = time.Minute
+
+// DiscardUnsavedRequest is the input of UpdateDiscardUnsaved.
+type DiscardUnsavedRequest struct {
+	// Confirm acknowledges that the provider state on the node is held by no checkpoint.
+	Confirm bool `json:"confirm"`
 }
 
 // RuntimeHostStatus is the answer of QueryHost.
@@ -234,6 +272,8 @@ type RuntimeHostStatus struct {
 	LastError   string      `json:"last_error,omitempty"`
 	Checkpoints int         `json:"checkpoints"`
 	Moves       int         `json:"moves,omitempty"`
+	// Unsaved: the host is fenced; its last teardown's checkpoint failed.
+	Unsaved *UnsavedState `json:"unsaved,omitempty"`
 }
 
 // LeaseRequest is the input of UpdateAcquire, UpdateRelease, UpdatePermit and UpdateUnpermit.

@@ -80,6 +80,10 @@ const (
 	// EventRuntimeReadiness: a live runtime's readiness warning appeared, changed or
 	// cleared (warning ""); the session is degraded while it has one.
 	EventRuntimeReadiness EventKind = "runtime_readiness"
+	// EventThreadReplaced: a session's provider thread could not be resumed and the session
+	// continues on a new one (its resume policy is fresh, or an operator started it fresh);
+	// the payload names the abandoned thread and why.
+	EventThreadReplaced EventKind = "runtime_thread_replaced"
 	// EventOperationStarted and EventOperationFinished follow a long operation (GET
 	// /v1/operations/{id}); finished carries its status and failure class.
 	EventOperationStarted  EventKind = "operation_started"
@@ -94,7 +98,7 @@ var EventKinds = NewEnum("event_kind",
 	EventAgentCreated, EventAgentUpdated, EventAgentDeleted, EventAgentRunIntent, EventRoomCreated,
 	EventRoomAdded, EventRoomRemoved, EventSessionBound, EventMessagePosted, EventInboundQueued,
 	EventMessageSettled, EventTemplateSaved, EventRuntimeActivity, EventRuntimeExited,
-	EventRuntimeStopped, EventRuntimePermissionAsked, EventRuntimePermissionDecided, EventRuntimeFailed, EventRuntimeReadiness,
+	EventRuntimeStopped, EventRuntimePermissionAsked, EventRuntimePermissionDecided, EventRuntimeFailed, EventRuntimeReadiness, EventThreadReplaced,
 	EventOperationStarted, EventOperationFinished, EventQuestionAsked, EventQuestionAnswered)
 
 func (v *EventKind) UnmarshalText(b []byte) error { return unmarshalEnum(EventKinds, b, v) }

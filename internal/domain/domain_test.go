@@ -120,3 +120,23 @@ func TestQuestionAnswersAreRecognisedByTheirCode(t *testing.T) {
 		t.Fatalf("code %q", c)
 	}
 }
+
+func TestOnlyOldNewerReplacedUnreferencedArtifactsAreCleanupCandidates(t *testing.T) {
+	now := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	old, recent := now.Add(-31*24*time.Hour), now.Add(-29*24*time.Hour)
+	for _, c := range []struct {
+		name               string
+		created            time.Time
+		newest, referenced bool
+		want               bool
+	}{
+		{"older than 30 days, superseded, unreferenced", old, false, false, true},
+		{"the newest generation", old, true, false, false},
+		{"referenced by continuity evidence", old, false, true, false},
+		{"younger than 30 days", recent, false, false, false},
+	} {
+		if got := CleanupCandidate(c.created, now, c.newest, c.referenced); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

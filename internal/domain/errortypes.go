@@ -43,6 +43,9 @@ const (
 	// claims none and an operator must look.
 	ErrTypeNetworkAmbiguous  ErrorType = "network_policy_ambiguous"
 	ErrTypeRepoCommandFailed ErrorType = "repository_command_failed"
+	// ErrTypeHostFenced: the checkpoint of the host's last teardown failed; no member starts
+	// (and no host restart runs) until a checkpoint succeeds or an operator discards it.
+	ErrTypeHostFenced ErrorType = "host_fenced"
 	// ErrTypeStartFailed: the provider failed its start (it exited or refused the
 	// handshake). Retried by the activity; a session whose every attempt failed holds failed.
 	ErrTypeStartFailed ErrorType = "start_failed"
@@ -124,6 +127,7 @@ var errorTable = []ErrorClass{
 	{Type: ErrTypeNetworkAmbiguous, Status: http.StatusConflict, Code: CodeConflict, Message: "the sandbox's network rules are ambiguous; nothing was claimed", Worded: true},
 	// The operation's record keeps git's or gh's bounded message; the API says only this.
 	{Type: ErrTypeRepoCommandFailed, Status: http.StatusUnprocessableEntity, Code: CodeUpstream, Message: "a git or gh command in the workspace failed; the operation's error says why"},
+	{Type: ErrTypeHostFenced, Status: http.StatusConflict, Code: CodeConflict, Message: "the host's provider state is not checkpointed", Worded: true},
 	{Type: ErrTypeStartFailed, Retryable: true, Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the provider failed to start"},
 }
 

@@ -19,10 +19,12 @@ const (
 	OpKindHostCleanup      OperationKind = "host_cleanup"
 	OpKindWorkspace        OperationKind = "workspace_operation"
 	OpKindTemplateApply    OperationKind = "template_apply"
+	// OpKindDiscardUnsaved lifts a fenced host's checkpoint fence without a checkpoint.
+	OpKindDiscardUnsaved OperationKind = "discard_unsaved"
 )
 
 var OperationKinds = NewEnum("kind", OpKindHostControl, OpKindCheckpoint, OpKindCheckpointDelete,
-	OpKindStartFresh, OpKindHostCleanup, OpKindWorkspace, OpKindTemplateApply)
+	OpKindStartFresh, OpKindHostCleanup, OpKindWorkspace, OpKindTemplateApply, OpKindDiscardUnsaved)
 
 func (v *OperationKind) UnmarshalText(b []byte) error { return unmarshalEnum(OperationKinds, b, v) }
 
@@ -49,6 +51,7 @@ const (
 	TargetCheckpoint TargetKind = "checkpoint"
 	TargetWorkspace  TargetKind = "workspace"
 	TargetTemplate   TargetKind = "template"
+	TargetSession    TargetKind = "runtime_session"
 )
 
 // Operation is the record of one long operation: the workflow (and, for an operation that

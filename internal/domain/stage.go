@@ -14,6 +14,9 @@ const (
 	StageCheckpointing WorkflowStage = "checkpointing"
 	StageParked        WorkflowStage = "parked"
 	StageParkFailed    WorkflowStage = "park_failed"
+	// StageFenced: the checkpoint of the host's last teardown failed; no member starts over
+	// the unsaved provider state until a checkpoint succeeds or an operator discards it.
+	StageFenced WorkflowStage = "fenced"
 )
 
 // An operation's stages (workspace operations, template applies).
@@ -38,4 +41,4 @@ const (
 var WorkflowStages = NewEnum("workflow_stage", StageLoading, StageServing, StagePreparing, StageSandboxBusy,
 	StageControlling, StageCheckpointing, StageParked, StageParkFailed, StageBeginning, StageStopping, StageInspecting,
 	StageExporting, StagePruning, StageRemoving, StageRestoring, StageDeleting, StageFinishing, StagePlanning,
-	StageApplying, StageDone, StageRepository)
+	StageApplying, StageDone, StageRepository, StageFenced)

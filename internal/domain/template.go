@@ -27,6 +27,10 @@ type TemplateConfig struct {
 	IdlePolicy     IdlePolicy        `json:"idle_policy,omitempty"`
 	// IdleSecs overrides the idle-reap threshold for this runtime.
 	IdleSecs *int `json:"idle_secs,omitempty"`
+	// ResumePolicy is the session's continuity contract when its provider thread cannot be
+	// resumed: exact (the default) fails closed and offers an operator's evidence-bound
+	// start-fresh; fresh continues on a new thread and tells the room.
+	ResumePolicy ResumePolicy `json:"resume_policy,omitempty"`
 	// Repositories are cloned into each new session workspace before the room's first turn
 	// (sandboxed, managed workspaces).
 	Repositories []TemplateRepository `json:"repositories,omitempty"`
@@ -175,6 +179,9 @@ func (c TemplateConfig) Validate() error {
 	if c.IdlePolicy != "" && !IdlePolicies.Has(c.IdlePolicy) {
 		v.AddErr("idle_policy", mustParse(IdlePolicies, string(c.IdlePolicy)))
 	}
+	if c.ResumePolicy != "" && !ResumePolicies.Has(c.ResumePolicy) {
+		v.AddErr("resume_policy", mustParse(ResumePolicies, string(c.ResumePolicy)))
+	}
 	if c.IdleSecs != nil && (*c.IdleSecs < 1 || *c.IdleSecs > MaxIdleSecs) {
 		v.Add("idle_secs", fmt.Sprintf("must be between 1 and %d", MaxIdleSecs))
 	}
@@ -288,6 +295,9 @@ func (c TemplateConfig) Normalized() TemplateConfig {
 	if out.IdlePolicy == "" {
 		out.IdlePolicy = spec.IdlePolicy
 	}
+	if out.ResumePolicy == "" {
+		out.ResumePolicy = ResumeExact
+	}
 	if out.Sandbox.Enabled {
 		if out.Sandbox.ConfigurationSource == "" {
 			out.Sandbox.ConfigurationSource = ConfigJamManaged
@@ -306,6 +316,26 @@ func joinValues[T ~string](vs []T) string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// ResumePolicy is what a session does when its bound provider thread cannot be resumed.
+type ResumePolicy string
+
+const (
+	// ResumeExact: the session is under an exact-resume contract: it fails closed (held
+	// failed, exact_resume_unavailable) and an operator may start it fresh, bound to the
+	// evidence they inspected.
+	ResumeExact ResumePolicy = "exact"
+	// ResumeFresh: the session continues on a new provider thread and the room is told.
+	ResumeFresh ResumePolicy = "fresh"
+)
+
+var ResumePolicies = NewEnum("resume_policy", ResumeExact, ResumeFresh)
+
+func (v *ResumePolicy) UnmarshalText(b []byte) error { return unmarshalEnum(ResumePolicies, b, v) }
+
+// RequiresExactResume reports whether the session's thread must be resumed exactly ("" is
+// exact: the default).
+func (c TemplateConfig) RequiresExactResume() bool { return c.ResumePolicy != ResumeFresh }
 
 // Template is a stored runtime template of an owned agent. Its id is immutable and is copied
 // into every room session made from it, so rooms of one template can share a host.

@@ -156,3 +156,15 @@ const (
 	ResultPullRequest = "pull_request"
 	ResultChecked     = "checks"
 )
+
+// RetentionAge is the age past which a kept export or checkpoint payload is an automatic
+// cleanup candidate. Retention is advisory: Jam reports candidates and deletes nothing on
+// its own.
+const RetentionAge = 30 * 24 * time.Hour
+
+// CleanupCandidate reports whether a kept export or checkpoint payload created at created is
+// an automatic cleanup candidate at now: older than RetentionAge, not the newest generation
+// of its workspace or host, and not referenced by continuity evidence.
+func CleanupCandidate(created, now time.Time, newest, referenced bool) bool {
+	return !newest && !referenced && now.Sub(created) > RetentionAge
+}

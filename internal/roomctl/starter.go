@@ -199,6 +199,12 @@ func (s *Starter) UpdateWithID(ctx context.Context, updateID string, session uui
 	return out, nil
 }
 
+// StartUpdate sends a RoomSession update under updateID and returns the run once the
+// session accepted it (its validator ran); an operation follows the rest.
+func (s *Starter) StartUpdate(ctx context.Context, session uuid.UUID, updateID, name string, arg any) (string, error) {
+	return contract.StartHostUpdate(ctx, s.Client, contract.RoomSessionID(session), updateID, name, arg)
+}
+
 // State queries a session's status.
 func (s *Starter) State(ctx context.Context, session uuid.UUID) (contract.RoomSessionStatus, error) {
 	v, err := s.Client.QueryWorkflow(ctx, contract.RoomSessionID(session), "", contract.QueryState)

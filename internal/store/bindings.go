@@ -261,7 +261,9 @@ SELECT * FROM room_bindings WHERE agent_id = ? AND room_id = ? ORDER BY active D
 // BindProviderSession records the provider thread a runtime session is bound to.
 func (q *Q) BindProviderSession(ctx context.Context, runtimeSession uuid.UUID, providerSession string, at time.Time) error {
 	// A bound identity is never replaced: exact resume would otherwise silently move to a
-	// new thread (only an explicit start-fresh mints a new runtime session for that).
+	// new thread. Only ReplaceProviderSession unbinds it (a fresh resume policy, or an
+	// operator's start-fresh), saying so to the room; a host's start-fresh mints new runtime
+	// sessions instead.
 	res, err := q.exec(ctx, `
 UPDATE runtime_sessions SET provider_session_id = ?, updated_at = ?
 WHERE id = ? AND (provider_session_id IS NULL OR provider_session_id = ?)`,
@@ -320,4 +322,60 @@ func (q *Q) BindMembership(ctx context.Context, room, agent uuid.UUID, at time.T
 	// The membership is older than its binding: messages may have been queued for it.
 	m.Fresh = false
 	return m, nil
+}
+
+// ReplaceProviderSession unbinds a runtime session's provider thread so its next start
+// begins a new one, and tells the room (runtime_thread_replaced, naming the abandoned thread
+// and why). Only the thread named is unbound: a session bound to another since (a retry that
+// already replaced it) is left as it is, and nothing is said twice.
+func (q *Q) ReplaceProviderSession(ctx context.Context, session uuid.UUID, previous, reason string, at time.Time) error {
+	at = domain.Timestamp(at)
+	err := q.atomic(ctx, func(q *Q) error {
+		hs, err := q.GetHostSession(ctx, session)
+		if err != nil {
+			return err
+		}
+		if hs.ProviderSessionID != previous || previous == "" {
+			return nil
+		}
+		if _, err := q.exec(ctx, `UPDATE runtime_sessions SET provider_session_id = NULL, updated_at = ? WHERE id = ?`, at, session); err != nil {
+			return err
+		}
+		_, err = q.appendEvents(ctx, at, NewEvent(domain.EventThreadReplaced, &hs.RoomID, &hs.AgentID, map[string]any{
+			"runtime_session": session, "previous_provider_session": previous, "reason": domain.Truncate(reason, 1000),
+		}))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("replace provider session of %s: %w", session, err)
+	}
+	return nil
+}
+
+// ErrEvidenceChanged: the continuity evidence an operator confirmed is not the evidence now.
+var ErrEvidenceChanged = errors.New("the continuity evidence changed")
+
+// StartSessionFresh is the store half of an operator's start-fresh of a host-native session:
+// under the evidence the operator confirmed (its checksum), the session's unresumable thread
+// is unbound (the room told which, and that an operator did it) and its failure cleared, so
+// its next start begins a new thread. A refusal says why: the evidence changed, or the
+// session does not fail for want of an exact resume.
+func (q *Q) StartSessionFresh(ctx context.Context, session uuid.UUID, checksum string, at time.Time) error {
+	return q.atomic(ctx, func(q *Q) error {
+		hs, err := q.GetHostSession(ctx, session)
+		if err != nil {
+			return err
+		}
+		ev := domain.SessionEvidence(hs.RuntimeSessionID, hs.ProviderSessionID, hs.Config.ResumePolicy, hs.Failure)
+		switch {
+		case ev.EvidenceChecksum != checksum:
+			return ErrEvidenceChanged
+		case !ev.CanStartFresh:
+			return domain.Refuse("session %s does not fail for want of an exact resume: start-fresh is not offered", session)
+		}
+		if err := q.ReplaceProviderSession(ctx, session, hs.ProviderSessionID, "an operator started the session fresh: "+hs.Failure.Reason, at); err != nil {
+			return err
+		}
+		return q.ClearRuntimeFailure(ctx, session, at)
+	})
 }

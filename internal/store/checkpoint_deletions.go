@@ -98,3 +98,23 @@ ORDER BY created_at DESC, id LIMIT 1`, c.RuntimeHostID); err != nil {
 	}
 	return "", nil
 }
+
+// CheckpointEvidence lists the host's checkpoints that continuity evidence refers to, which
+// retention never offers as cleanup candidates: one a kept export was taken from, one a
+// failed resume was observed against, and every one of a host a continuity reset replaced.
+func (q *Q) CheckpointEvidence(ctx context.Context, host uuid.UUID) (map[uuid.UUID]bool, error) {
+	var ids []uuid.UUID
+	if err := q.selectAll(ctx, &ids, `
+SELECT c.id FROM provider_checkpoints c WHERE c.runtime_host_id = ? AND (
+  EXISTS (SELECT 1 FROM workspace_exports e WHERE e.checkpoint_id = c.id AND e.deleted_at IS NULL)
+  OR EXISTS (SELECT 1 FROM provider_resume_observations o WHERE o.checkpoint_id = c.id AND o.outcome = ?)
+  OR EXISTS (SELECT 1 FROM continuity_resets r WHERE r.source_runtime_host_id = c.runtime_host_id))`,
+		host, domain.ResumeFailed); err != nil {
+		return nil, fmt.Errorf("checkpoint evidence of host %s: %w", host, err)
+	}
+	out := make(map[uuid.UUID]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
+}

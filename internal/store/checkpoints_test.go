@@ -123,3 +123,37 @@ func TestCheckpointDeletionIsForwardOnlyAndRetentionKeepsTheNewest(t *testing.T)
 		}
 	})
 }
+
+// Issue 43: retention candidates were not computed. Continuity evidence (a failed resume
+// observed against a checkpoint, an export taken from it) keeps a checkpoint off the list of
+// automatic cleanup candidates.
+func TestCheckpointEvidenceNamesTheCheckpointsContinuityRefersTo(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		a := newAgent(t, s)
+		host := newHost(t, s, a, domain.PlacementDedicated)
+		session := uuid.New()
+		at := time.Now().Add(-40 * 24 * time.Hour)
+		mk := func(i int) domain.ProviderCheckpoint {
+			c := domain.ProviderCheckpoint{ID: uuid.New(), RuntimeHostID: host, Reason: domain.CheckpointBeforeStop,
+				Provider: domain.ProviderACP, Sessions: []domain.CheckpointSession{{RuntimeSession: session, ProviderSessionID: "s"}},
+				ManifestChecksum: "m", PayloadBytes: 1, CreatedAt: at.Add(time.Duration(i) * time.Minute)}
+			if _, err := s.InsertCheckpoint(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		plain, failedAgainst, succeededAgainst := mk(0), mk(1), mk(2)
+		for c, outcome := range map[uuid.UUID]domain.ResumeOutcome{failedAgainst.ID: domain.ResumeFailed, succeededAgainst.ID: domain.ResumeSucceeded} {
+			if err := s.RecordResumeObservation(ctx, domain.ResumeObservation{ID: uuid.New(), CheckpointID: c, RuntimeSession: session,
+				ExpectedProviderSessionID: "s", Outcome: outcome, RecordedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ev, err := s.CheckpointEvidence(ctx, host)
+		if err != nil || ev[plain.ID] || !ev[failedAgainst.ID] || ev[succeededAgainst.ID] {
+			t.Fatalf("evidence %v %v: want only the checkpoint a failed resume was observed against", ev, err)
+		}
+	})
+}

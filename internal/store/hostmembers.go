@@ -186,3 +186,13 @@ WHERE managed_workspaces.state <> 'archived'`,
 	}
 	return nil
 }
+
+// HostsOnNode lists the runtime hosts pinned to node that are not archived or removed.
+func (q *Q) HostsOnNode(ctx context.Context, node string) ([]uuid.UUID, error) {
+	var ids []uuid.UUID
+	if err := q.selectAll(ctx, &ids, `SELECT id FROM runtime_hosts WHERE node = ? AND state NOT IN (?, ?) ORDER BY id`,
+		node, domain.HostArchived, domain.HostRemoved); err != nil {
+		return nil, fmt.Errorf("hosts on %s: %w", node, err)
+	}
+	return ids, nil
+}

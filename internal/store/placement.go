@@ -261,3 +261,15 @@ ORDER BY p.runtime_session_id LIMIT ?`, nodes, limit)
 	}
 	return out, nil
 }
+
+// PlacedBefore lists the runtime sessions holding a slot on node taken before when (a
+// restarted worker's predecessor's runtimes, started or being started), before
+// ClearNodePlacements frees them.
+func (q *Q) PlacedBefore(ctx context.Context, node string, when time.Time) ([]uuid.UUID, error) {
+	var ids []uuid.UUID
+	if err := q.selectAll(ctx, &ids, `SELECT runtime_session_id FROM runtime_placements WHERE node = ? AND placed_at < ?
+ORDER BY runtime_session_id`, node, when); err != nil {
+		return nil, fmt.Errorf("placements of %s: %w", node, err)
+	}
+	return ids, nil
+}
