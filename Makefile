@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 
-.PHONY: dev build test test-race check vet fmt-check workflowcheck ci bench screenshots
+.PHONY: dev build test test-race check vet fmt-check workflowcheck ci bench soak screenshots
 
 ## dev: run everything in one process (embedded Temporal + Web UI, API, worker, SQLite)
 ##      with jam-testagent beside it as the default provider
@@ -63,6 +63,12 @@ bench:
 	JAM_BENCH=1 $(GO) test -count=1 -run '^TestExportBenchmark$$' -timeout 30m -v ./internal/workspace/
 	JAM_BENCH=1 $(GO) test -count=1 -run '^TestRoomSessionBenchmark$$' -timeout 60m -v ./test/
 	JAM_BENCH=1 $(GO) test -count=1 -run '^TestProviderBenchmark$$' -timeout 30m -v ./test/
+
+## soak: slow runs at real timescales; not gated by CI
+##       - a question to the room's human answered three minutes after the real opencode and
+##         claude asked it (the default 45 s inline wait, past MCP clients' one-minute patience)
+soak:
+	JAM_SOAK=1 $(GO) test -count=1 -run '^TestARealAgentsQuestionOutlivesTheToolCallThatAskedIt$$' -timeout 20m -v ./test/
 
 ## screenshots: the Temporal Web UI's workflow list filtered by JamRoom, a RoomSession's
 ##              timeline and its summary and details, photographed by headless Chromium

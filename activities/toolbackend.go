@@ -169,5 +169,6 @@ func (a BrokerAsker) Ask(ctx context.Context, id tools.Identity, q tools.Questio
 	if name, ok := strings.CutPrefix(by, "human:"); ok {
 		by = name
 	}
-	return tools.QuestionAnswer{QuestionID: ans.QuestionID, State: ans.State, Text: ans.Text, By: by}, nil
+	return tools.QuestionAnswer{QuestionID: ans.QuestionID, State: ans.State, Text: ans.Text, By: by,
+		Deferred: ans.Deferred, Code: ans.Code, Recipient: ans.Recipient, Deadline: ans.Deadline}, nil
 }

@@ -33,6 +33,9 @@ type QuestionBody struct {
 	DeadlineAt       *time.Time           `json:"deadline_at"`
 	AnsweredAt       *time.Time           `json:"answered_at"`
 	DeliveredAt      *time.Time           `json:"delivered_at"`
+	// DeferredAt: the asking tool call returned before an answer came (its client would not
+	// wait longer); the answer reaches the agent as the room message that gives it.
+	DeferredAt *time.Time `json:"deferred_at"`
 }
 
 // QuestionList is the body of GET /v1/questions, newest first.
@@ -44,7 +47,7 @@ func questionBody(q domain.Question) QuestionBody {
 	b := QuestionBody{ID: q.ID, RoomID: q.RoomID, AgentID: q.AgentID, RuntimeSessionID: q.RuntimeSession,
 		Recipient: q.Recipient, Text: q.Text, Code: q.Code, State: q.State, MessageID: q.MessageID,
 		AnswerMessageID: q.AnswerMessageID, CreatedAt: q.CreatedAt, DeadlineAt: q.Deadline, AnsweredAt: q.AnsweredAt,
-		DeliveredAt: q.DeliveredAt}
+		DeliveredAt: q.DeliveredAt, DeferredAt: q.DeferredAt}
 	if q.State == domain.QuestionAnswered {
 		answer, by := q.Answer, q.AnsweredBy
 		b.Answer, b.AnsweredBy = &answer, &by
@@ -122,8 +125,9 @@ func (s *Server) answerQuestion(c *gin.Context) error {
 	if err := validateAnswerText(req.Text); err != nil {
 		return err
 	}
-	// An overdue question is expired by the answer itself, and refused.
-	q, err = s.cfg.Store.AnswerQuestion(c.Request.Context(), q.ID, req.Text, OperatorDecider, nil, time.Now())
+	// An overdue question is expired by the answer itself, and refused. A deferred one is
+	// answered by a room message that wakes the asking agent.
+	q, err = s.cfg.Band.AnswerQuestion(c.Request.Context(), q.ID, req.Text, OperatorDecider)
 	if errors.Is(err, store.ErrQuestionSettled) {
 		msg := "the question is " + string(q.State) + " and can no longer be answered"
 		if q.State == domain.QuestionAnswered {

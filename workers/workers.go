@@ -122,6 +122,9 @@ type Config struct {
 	// QuestionTimeout is the operator's JAM_QUESTION_TIMEOUT_SECS for the question broker
 	// behind jam_ask_question.
 	QuestionTimeout questions.TimeoutOverride
+	// QuestionInline is JAM_QUESTION_INLINE_SECS (questions.Broker.Inline): how long a
+	// question's tool call waits before it returns deferred.
+	QuestionInline time.Duration
 }
 
 // Workers are a node's running workers and its heartbeat.
@@ -256,7 +259,7 @@ func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 	registerShared(w.shared, cfg.Store, cfg.Client, cfg.Lifecycle)
 	starter := &roomctl.Starter{Client: cfg.Client, Store: cfg.Store, Eager: cfg.Lifecycle.Eager}
 	asker := activities.BrokerAsker{Broker: &questions.Broker{Store: cfg.Store, Timeout: cfg.QuestionTimeout,
-		Log: cfg.Logger.With("component", "questions")}}
+		Inline: cfg.QuestionInline, Log: cfg.Logger.With("component", "questions")}}
 	toolBackend := &activities.ToolBackend{Store: cfg.Store, Questions: asker, Poke: starter.Poke,
 		Log: cfg.Logger.With("component", "tools"), Temporal: cfg.Client}
 	if w.mcp, err = startMCP(cfg.MCP, cfg.DataDir, cfg.Logger.With("component", "mcp")); err != nil {

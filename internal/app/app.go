@@ -300,7 +300,7 @@ func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Sto
 	return workers.Start(ctx, workers.Config{
 		Client: c, Namespace: o.Namespace, Store: st, Node: o.Node, DataDir: o.Home, Version: o.Version, Sbx: we.sbx,
 		Logger: o.Logger.With("component", "worker"), Env: we.env, Lifecycle: we.lifecycle,
-		PermissionTimeout: we.permission, Pause: we.pause, MCP: we.mcp, QuestionTimeout: we.question,
+		PermissionTimeout: we.permission, Pause: we.pause, MCP: we.mcp, QuestionTimeout: we.question, QuestionInline: we.questionInline,
 		Factories: we.factories, Fail: we.fail, MaxRuntimes: maxRuntimes(o.MaxRuntimes),
 		WorkflowCacheSize: we.workflowCache, ProbeCLIs: probeCLIs, HostStore: o.HostStore, ProcessGuard: guard,
 	})

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jam-dev/jam/activities"
 	"github.com/jam-dev/jam/internal/domain"
@@ -31,6 +32,8 @@ type workerEnv struct {
 	permission permission.TimeoutOverride
 	// question is JAM_QUESTION_TIMEOUT_SECS, for the question broker (questions.Broker.Timeout).
 	question questions.TimeoutOverride
+	// questionInline is JAM_QUESTION_INLINE_SECS (questions.Broker.Inline).
+	questionInline time.Duration
 	// pause is the crash tests' fault hook (JAM_FAULT_PAUSE, JAM_FAULT_DIR); nil otherwise.
 	pause func(ctx context.Context, point string)
 	// fail is the operator tests' failure hook (JAM_FAULT_FAIL, JAM_FAULT_DIR); nil otherwise.
@@ -75,6 +78,10 @@ func parseWorkerEnv(environ []string, sbxFlag string, log *slog.Logger) (workerE
 		// Unlike the permission timeout, a new knob: a bad value stops the worker at once.
 		return workerEnv{}, fmt.Errorf("worker configuration: %w", err)
 	}
+	inline, err := questions.InlineFromEnv(getenv)
+	if err != nil {
+		return workerEnv{}, fmt.Errorf("worker configuration: %w", err)
+	}
 	sbx := sandbox.ConfigFromEnv(getenv)
 	if sbxFlag != "" {
 		sbx.Sbx = sbxFlag
@@ -94,7 +101,7 @@ func parseWorkerEnv(environ []string, sbxFlag string, log *slog.Logger) (workerE
 		return workerEnv{}, err
 	}
 	return workerEnv{env: env, sbx: sbx, lifecycle: lifecycle, permission: perm, question: question,
-		pause: faults.FromEnv(getenv), fail: faults.FailFromEnv(getenv), mcp: mcp, factories: factories,
+		questionInline: inline, pause: faults.FromEnv(getenv), fail: faults.FailFromEnv(getenv), mcp: mcp, factories: factories,
 		workflowCache: cache}, nil
 }
 

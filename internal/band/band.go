@@ -26,6 +26,10 @@ type Band interface {
 	// RemoveParticipant is room_removed: an owned agent's binding becomes a tombstone.
 	RemoveParticipant(ctx context.Context, room, participant uuid.UUID) (store.Membership, error)
 	Post(ctx context.Context, m domain.Message) (domain.Message, error)
+	// AnswerQuestion answers a pending question outside the room (an operator). A question
+	// whose asking call returned deferred is answered by a room message of its recipient
+	// ("CODE text"), the asking agent's next turn.
+	AnswerQuestion(ctx context.Context, id uuid.UUID, text, by string) (domain.Question, error)
 	Messages(ctx context.Context, room uuid.UUID, after int64, limit int) ([]domain.Message, error)
 	// Receive waits up to wait for the agent's next message on lease (nil when none came).
 	Receive(ctx context.Context, agent uuid.UUID, lease uuid.UUID, wait time.Duration) (*store.Claim, error)
@@ -182,7 +186,39 @@ func (l *Local) postQuestionAnswer(ctx context.Context, m domain.Message) (domai
 		return domain.Message{}, false, err
 	}
 	l.log.Info("question answered in the room", "question", q.ID, "room", m.RoomID, "by", q.AnsweredBy)
+	if q.DeferredAt != nil {
+		// Nobody waits on the tool call any more: the answer is the asking agent's turn.
+		l.notifyInbound(ctx, posted)
+	}
 	return posted, true, nil
+}
+
+// AnswerQuestion: see Band. An overdue question is expired by the answer and refused
+// (store.ErrQuestionSettled), as store.AnswerQuestion does.
+func (l *Local) AnswerQuestion(ctx context.Context, id uuid.UUID, text, by string) (domain.Question, error) {
+	q, err := l.store.GetQuestion(ctx, id)
+	if err != nil {
+		return q, err
+	}
+	if q.DeferredAt == nil || q.State != domain.QuestionPending {
+		return l.store.AnswerQuestion(ctx, id, text, by, nil, l.now())
+	}
+	if _, err := l.store.ExpireOverdue(ctx, l.now()); err != nil {
+		return q, err
+	}
+	m := domain.Message{ID: uuid.New(), RoomID: q.RoomID, AuthorKind: domain.ParticipantHuman, AuthorHuman: q.Recipient,
+		Text: q.Code + " " + text, ReplyTo: q.MessageID, CreatedAt: l.now()}
+	posted, answered, err := l.store.PostQuestionAnswer(ctx, m, q, by)
+	if errors.Is(err, store.ErrNoPendingQuestion) {
+		// Answered or expired meanwhile: the store says which, as for any settled question.
+		return l.store.AnswerQuestion(ctx, id, text, by, nil, l.now())
+	}
+	if err != nil {
+		return q, err
+	}
+	l.log.Info("deferred question answered for its recipient", "question", q.ID, "room", q.RoomID, "by", by)
+	l.notifyInbound(ctx, posted)
+	return answered, nil
 }
 
 // notifyInbound pokes the room session of every owned agent the message was queued for. A

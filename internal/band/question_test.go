@@ -2,12 +2,14 @@ package band
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
 )
 
 func TestAHumansFirstCorrelatedReplyAnswersTheQuestionInsteadOfBeingATurn(t *testing.T) {
@@ -97,5 +99,85 @@ func TestAHumansFirstCorrelatedReplyAnswersTheQuestionInsteadOfBeingATurn(t *tes
 	}
 	if !settledByAck(reply) {
 		t.Fatal("the reply was queued as a turn")
+	}
+}
+
+func TestTheAnswerToADeferredQuestionIsTheAskersTurnWhoeverGivesIt(t *testing.T) {
+	b, st := startBand(t)
+	ctx := context.Background()
+	room, err := b.CreateRoom(ctx, "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	asker, err := st.CreateAgent(ctx, domain.Agent{ID: uuid.New(), Name: "asker", Kind: domain.AgentAttached, CreatedAt: time.Now()}, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := st.CreateAgent(ctx, domain.Agent{ID: uuid.New(), Name: "other", Kind: domain.AgentAttached, CreatedAt: time.Now()}, "h2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AddHuman(ctx, room.ID, "ada"); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []uuid.UUID{asker.ID, other.ID} {
+		if _, err := b.AddAgent(ctx, room.ID, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deferred := func(text string) domain.Question {
+		t.Helper()
+		q, err := st.CreateQuestion(ctx, domain.Question{ID: uuid.New(), RoomID: room.ID, AgentID: asker.ID,
+			RuntimeSession: uuid.New(), Recipient: "ada", Text: text, CreatedAt: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q, err = st.DeferQuestion(ctx, q.ID, time.Now()); err != nil || q.DeferredAt == nil {
+			t.Fatalf("defer: %+v, %v", q, err)
+		}
+		return q
+	}
+	queued := func(agent uuid.UUID, m uuid.UUID) bool {
+		t.Helper()
+		in, err := st.GetInbound(ctx, agent, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in.State != domain.InboundSettled && !in.ContextOnly
+	}
+
+	// ada's reply: answered, and a turn for the asker only.
+	q := deferred("Deploy?")
+	m, err := b.Post(ctx, domain.Message{RoomID: room.ID, AuthorKind: domain.ParticipantHuman, AuthorHuman: "ada", Text: q.Code + " yes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := st.GetQuestion(ctx, q.ID)
+	if got.State != domain.QuestionAnswered || got.Answer != "yes" || got.DeliveredAt == nil {
+		t.Fatalf("after ada's reply: %+v", got)
+	}
+	if !queued(asker.ID, m.ID) || queued(other.ID, m.ID) {
+		t.Fatal("the answer is not the asker's turn alone")
+	}
+
+	// The operator's answer is posted in the room for ada, and is the asker's turn too.
+	q = deferred("Merge?")
+	got, err = b.AnswerQuestion(ctx, q.ID, "after lunch", "operator")
+	if err != nil || got.State != domain.QuestionAnswered || got.AnsweredBy != "operator" || got.AnswerMessageID == nil {
+		t.Fatalf("operator's answer: %+v, %v", got, err)
+	}
+	posted, err := st.GetMessage(ctx, *got.AnswerMessageID)
+	if err != nil || posted.AuthorHuman != "ada" || posted.Text != q.Code+" after lunch" {
+		t.Fatalf("the posted answer %+v, %v", posted, err)
+	}
+	if !queued(asker.ID, posted.ID) || queued(other.ID, posted.ID) {
+		t.Fatal("the operator's answer is not the asker's turn alone")
+	}
+	// The same answer again changes nothing; another is refused.
+	if again, err := b.AnswerQuestion(ctx, q.ID, "after lunch", "operator"); err != nil || *again.AnswerMessageID != posted.ID {
+		t.Fatalf("the same answer again: %+v, %v", again, err)
+	}
+	if _, err := b.AnswerQuestion(ctx, q.ID, "now", "operator"); !errors.Is(err, store.ErrQuestionSettled) {
+		t.Fatalf("another answer: %v", err)
 	}
 }

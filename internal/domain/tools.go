@@ -119,6 +119,9 @@ type Question struct {
 	// DeliveredAt is when the outcome was handed to the asking runtime; an answer that came
 	// while nobody waited is handed to the runtime's next identical ask, once.
 	DeliveredAt *time.Time
+	// DeferredAt is when the asking tool call returned unanswered (its client would not wait
+	// longer): the answer then reaches the agent as the room message that gives it.
+	DeferredAt *time.Time
 }
 
 // questionCodeAlphabet avoids look-alike characters (0/O, 1/I/L).

@@ -50,6 +50,27 @@ func TimeoutOverrideFromEnv(getenv func(string) string) (TimeoutOverride, error)
 	return TimeoutOverride{Set: true, Timeout: time.Duration(secs) * time.Second}, nil
 }
 
+// EnvInline is how many seconds a question asked through a tool call waits for its answer
+// before the call returns deferred (0: until the question's deadline, for clients that
+// wait that long). Unset: DefaultInline.
+const EnvInline = "JAM_QUESTION_INLINE_SECS"
+
+// InlineFromEnv parses JAM_QUESTION_INLINE_SECS into Broker.Inline: unset or blank is
+// DefaultInline; anything but whole seconds from 0 to domain.MaxQuestionTimeoutSecs is an
+// error. 0 disables deferral (Broker.Inline 0).
+func InlineFromEnv(getenv func(string) string) (time.Duration, error) {
+	raw := strings.TrimSpace(getenv(EnvInline))
+	if raw == "" {
+		return DefaultInline, nil
+	}
+	secs, err := strconv.Atoi(raw)
+	if err != nil || secs < 0 || secs > domain.MaxQuestionTimeoutSecs {
+		return 0, fmt.Errorf("%s=%q: want whole seconds from 0 (wait until the deadline) to %d",
+			EnvInline, raw, domain.MaxQuestionTimeoutSecs)
+	}
+	return time.Duration(secs) * time.Second, nil
+}
+
 // DefaultPoll is how often a waiting Ask re-reads its question when Broker.Poll is 0: the
 // answer may be committed by another process (the API server), whose commits do not wake
 // this one.
@@ -63,6 +84,11 @@ type Broker struct {
 	Timeout TimeoutOverride
 	// Poll is how often a waiting Ask re-reads its question (0: DefaultPoll).
 	Poll time.Duration
+	// Inline is the longest an Ask waits for the answer before it returns deferred (0: until
+	// the question's deadline): the tool call it answers belongs to a client that gives up
+	// on a call after about a minute (MCP clients), so the answer then reaches the agent as
+	// the room message that gives it, in a turn of its own.
+	Inline time.Duration
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Log reports store trouble while waiting (nil: discarded).
@@ -90,7 +116,18 @@ type Answer struct {
 	State      domain.QuestionState
 	Text       string
 	By         string
+	// Deferred: no answer within Broker.Inline; the question stays pending and its answer
+	// comes to the agent as the room message that gives it (State pending). Code, Recipient
+	// and Deadline say what the agent should expect.
+	Deferred  bool
+	Code      string
+	Recipient string
+	Deadline  *time.Time
 }
+
+// DefaultInline is the inline wait of a question asked through a tool call: under the one
+// minute MCP clients (the TypeScript SDK, OpenCode) wait for a call.
+const DefaultInline = 45 * time.Second
 
 // The recipient refusals a RefusedError matches.
 var (
@@ -260,6 +297,12 @@ func (b *Broker) wait(ctx context.Context, q domain.Question) (Answer, error) {
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
+	var inline <-chan time.Time
+	if b.Inline > 0 && (q.Deadline == nil || q.Deadline.Sub(b.now()) > b.Inline) {
+		t := time.NewTimer(b.Inline)
+		defer t.Stop()
+		inline = t.C
+	}
 	for {
 		cur, err := b.Store.GetQuestion(ctx, q.ID)
 		switch {
@@ -277,9 +320,26 @@ func (b *Broker) wait(ctx context.Context, q domain.Question) (Answer, error) {
 			return Answer{QuestionID: q.ID, State: domain.QuestionPending}, ctx.Err()
 		case <-deadline:
 			return b.expire(ctx, q), nil
+		case <-inline:
+			return b.deferAnswer(ctx, q)
 		case <-tick.C:
 		}
 	}
+}
+
+// deferAnswer returns a question still pending once the inline wait is over: recorded
+// deferred, its answer reaches the agent as a room message. An answer that landed meanwhile
+// is delivered at once instead.
+func (b *Broker) deferAnswer(ctx context.Context, q domain.Question) (Answer, error) {
+	cur, err := b.Store.DeferQuestion(ctx, q.ID, b.now())
+	if err != nil {
+		return Answer{}, err
+	}
+	if cur.State != domain.QuestionPending {
+		return b.deliver(cur), nil
+	}
+	return Answer{QuestionID: cur.ID, State: cur.State, Deferred: true, Code: cur.Code, Recipient: cur.Recipient,
+		Deadline: cur.Deadline}, nil
 }
 
 // expire closes a question whose deadline passed; an answer that landed first wins.

@@ -441,3 +441,101 @@ func TestTheOperatorsTimeoutIsParsedFromTheEnvironment(t *testing.T) {
 		}
 	}
 }
+
+func TestAQuestionUnansweredWithinTheInlineWaitIsDeferredAndItsAnswerQueuedAsATurn(t *testing.T) {
+	t.Parallel()
+	forEachFixture(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		f.broker.Inline = 200 * time.Millisecond
+		req := f.request("Deploy to staging?")
+		req.TimeoutSecs = ptr(600)
+		r := result1(t, f.ask(ctx, req))
+		if r.err != nil || !r.answer.Deferred || r.answer.State != domain.QuestionPending || r.answer.Code == "" ||
+			r.answer.Recipient != "ada" || r.answer.Deadline == nil {
+			t.Fatalf("deferred answer %+v, %v", r.answer, r.err)
+		}
+		q, err := f.store.GetQuestion(ctx, r.answer.QuestionID)
+		if err != nil || q.State != domain.QuestionPending || q.DeferredAt == nil {
+			t.Fatalf("stored %+v, %v", q, err)
+		}
+
+		// ada answers after the call returned: the answer is queued as the agent's turn.
+		m := domain.Message{ID: uuid.New(), RoomID: f.room.ID, AuthorKind: domain.ParticipantHuman, AuthorHuman: "ada",
+			Text: q.Code + " yes", CreatedAt: time.Now()}
+		found, err := f.other.FindQuestionForReply(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		posted, answered, err := f.other.PostQuestionAnswer(ctx, m, found, "human:ada")
+		if err != nil || answered.State != domain.QuestionAnswered || answered.Answer != "yes" || answered.DeliveredAt == nil {
+			t.Fatalf("answered %+v, %v", answered, err)
+		}
+		in, err := f.store.GetInbound(ctx, f.agent.ID, posted.ID)
+		if err != nil || in.State == domain.InboundSettled || in.ContextOnly {
+			t.Fatalf("the answer is not the asking agent's turn: %+v, %v", in, err)
+		}
+		// Delivered by the message: the same words again are a new question, not this answer.
+		c, cancel := context.WithCancel(ctx)
+		got := f.ask(c, req)
+		wait.Eventually(t, 10*time.Second, func() bool { return f.questionCount(t) == 2 }, "a second question")
+		cancel()
+		result1(t, got)
+	})
+}
+
+func TestAnAnswerBeforeTheInlineWaitEndsIsReturnedNotDeferred(t *testing.T) {
+	t.Parallel()
+	forEachFixture(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		f.broker.Inline = time.Minute
+		req := f.request("Merge?")
+		got := f.ask(ctx, req)
+		q := f.pending(t, req.RuntimeSession)
+		if _, err := f.other.AnswerQuestion(ctx, q.ID, "yes", "operator", nil, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if r := result1(t, got); r.err != nil || r.answer.Deferred || r.answer.State != domain.QuestionAnswered {
+			t.Fatalf("answer %+v, %v", r.answer, r.err)
+		}
+		if stored, _ := f.store.GetQuestion(ctx, q.ID); stored.DeferredAt != nil {
+			t.Fatalf("deferred: %+v", stored)
+		}
+	})
+}
+
+func TestAQuestionWhoseDeadlineComesFirstExpiresInsteadOfDeferring(t *testing.T) {
+	t.Parallel()
+	forEachFixture(t, func(t *testing.T, f *fixture) {
+		f.broker.Inline = time.Minute
+		req := f.request("Quick?")
+		req.TimeoutSecs = ptr(1)
+		if r := result1(t, f.ask(context.Background(), req)); r.err != nil || r.answer.Deferred || r.answer.State != domain.QuestionExpired {
+			t.Fatalf("answer %+v, %v", r.answer, r.err)
+		}
+	})
+}
+
+func TestTheInlineWaitIsParsedFromTheEnvironment(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		raw     string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"", DefaultInline, false},
+		{"0", 0, false},
+		{" 5 ", 5 * time.Second, false},
+		{"-1", 0, true},
+		{"a minute", 0, true},
+	} {
+		got, err := InlineFromEnv(func(k string) string {
+			if k == EnvInline {
+				return c.raw
+			}
+			return ""
+		})
+		if (err != nil) != c.wantErr || got != c.want {
+			t.Errorf("%q: %v, %v", c.raw, got, err)
+		}
+	}
+}

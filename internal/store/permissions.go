@@ -354,12 +354,20 @@ func (q *Q) PostPermissionReply(ctx context.Context, m domain.Message, prefix st
 
 // ackAll settles every unsettled inbound row of a message as an acknowledgement.
 func (q *Q) ackAll(ctx context.Context, message uuid.UUID, at time.Time) error {
+	return q.ackAllBut(ctx, message, uuid.Nil, at)
+}
+
+// ackAllBut acknowledges the message for every agent it is queued for but keep.
+func (q *Q) ackAllBut(ctx context.Context, message, keep uuid.UUID, at time.Time) error {
 	var agents []uuid.UUID
 	if err := q.selectAll(ctx, &agents, `SELECT agent_id FROM inbound WHERE message_id = ? AND state <> ? ORDER BY agent_id`,
 		message, domain.InboundSettled); err != nil {
 		return err
 	}
 	for _, a := range agents {
+		if a == keep {
+			continue
+		}
 		if _, _, err := q.settle(ctx, a, message, domain.SettledAck, "", at); err != nil {
 			return fmt.Errorf("acknowledge %s for agent %s: %w", message, a, err)
 		}

@@ -51,17 +51,18 @@ type questionRow struct {
 	CreatedAt        time.Time  `db:"created_at"`
 	AnsweredAt       *time.Time `db:"answered_at"`
 	DeliveredAt      *time.Time `db:"delivered_at"`
+	DeferredAt       *time.Time `db:"deferred_at"`
 }
 
 const questionColumns = `id, room_id, agent_id, runtime_session_id, recipient, text, code, state, answer, answered_by,
-message_id, answer_message_id, deadline_at, created_at, answered_at, delivered_at`
+message_id, answer_message_id, deadline_at, created_at, answered_at, delivered_at, deferred_at`
 
 func (r questionRow) domain() domain.Question {
 	return domain.Question{ID: r.ID, RoomID: r.RoomID, AgentID: r.AgentID, RuntimeSession: r.RuntimeSessionID,
 		Recipient: r.Recipient, Text: r.Text, Code: r.Code, State: domain.QuestionState(r.State), Answer: r.Answer,
 		AnsweredBy: r.AnsweredBy, AnswerMessageID: r.AnswerMessageID, MessageID: r.MessageID,
 		Deadline: utcPtr(r.DeadlineAt), CreatedAt: utc(r.CreatedAt), AnsweredAt: utcPtr(r.AnsweredAt),
-		DeliveredAt: utcPtr(r.DeliveredAt)}
+		DeliveredAt: utcPtr(r.DeliveredAt), DeferredAt: utcPtr(r.DeferredAt)}
 }
 
 // questionEvent is the payload of question_asked and question_answered.
@@ -483,7 +484,20 @@ func (q *Q) PostQuestionAnswer(ctx context.Context, m domain.Message, qu domain.
 		if qu, err = q.answerQuestion(ctx, cur, answer, answeredBy, &m.ID, m.CreatedAt); err != nil {
 			return err
 		}
-		return q.ackAll(ctx, m.ID, m.CreatedAt)
+		if cur.DeferredAt == nil {
+			return q.ackAll(ctx, m.ID, m.CreatedAt)
+		}
+		// The asking call returned unanswered: the answer is the asking agent's next turn.
+		// Its inbound row stays queued (and wakes); the message itself delivers the answer.
+		if _, err := q.exec(ctx, `UPDATE inbound SET context_only = ? WHERE message_id = ? AND agent_id = ?`,
+			false, m.ID, cur.AgentID); err != nil {
+			return err
+		}
+		if _, err := q.exec(ctx, `UPDATE questions SET delivered_at = ? WHERE id = ?`, m.CreatedAt, cur.ID); err != nil {
+			return err
+		}
+		qu.DeliveredAt = &m.CreatedAt
+		return q.ackAllBut(ctx, m.ID, cur.AgentID, m.CreatedAt)
 	})
 	if err != nil {
 		if errors.Is(err, ErrNoPendingQuestion) {
@@ -492,6 +506,17 @@ func (q *Q) PostQuestionAnswer(ctx context.Context, m domain.Message, qu domain.
 		return domain.Message{}, domain.Question{}, fmt.Errorf("post the answer to question %s: %w", qu.ID, err)
 	}
 	return m, qu, nil
+}
+
+// DeferQuestion records that the asking tool call of a pending question returned before the
+// answer came: the answer will reach the asking agent as the room message that gives it. A
+// question that is not pending, or already deferred, is returned as it stands.
+func (q *Q) DeferQuestion(ctx context.Context, id uuid.UUID, at time.Time) (domain.Question, error) {
+	if _, err := q.exec(ctx, `UPDATE questions SET deferred_at = ? WHERE id = ? AND state = ? AND deferred_at IS NULL`,
+		domain.Timestamp(at), id, domain.QuestionPending); err != nil {
+		return domain.Question{}, fmt.Errorf("defer question %s: %w", id, err)
+	}
+	return q.GetQuestion(ctx, id)
 }
 
 // cancelQuestionsOf cancels the room's pending questions a departing participant leaves

@@ -68,6 +68,12 @@ type QuestionAnswer struct {
 	State      domain.QuestionState
 	Text       string
 	By         string
+	// Deferred: not answered in time for this call; the answer comes as the room message
+	// that gives it, starting with Code, from Recipient (before Deadline, when one is set).
+	Deferred  bool
+	Code      string
+	Recipient string
+	Deadline  *time.Time
 }
 
 // ErrNoRecipient: the question names no human Jam may ask (none in the room, several and
@@ -239,6 +245,15 @@ func askQuestion(ctx context.Context, c Call) (string, error) {
 		return "", refuse("Not asked: %s", nr.Reason)
 	case err != nil:
 		return "", err
+	}
+	if ans.Deferred {
+		until := ""
+		if ans.Deadline != nil {
+			until = fmt.Sprintf(" If none comes by %s, proceed with your best judgment.", ans.Deadline.UTC().Format(time.RFC3339))
+		}
+		return fmt.Sprintf("Asked %s (answer code %s); no answer yet. The answer will reach you as a room message from %s "+
+			"starting with %s, in a later turn: until then carry on with what does not depend on it, or end your turn.%s",
+			ans.Recipient, ans.Code, ans.Recipient, ans.Code, until), nil
 	}
 	switch ans.State {
 	case domain.QuestionAnswered:
