@@ -28,17 +28,26 @@ type SessionContinuityBody struct {
 	StartFresh string `json:"start_fresh,omitempty"`
 }
 
+// sessionEvidence reads the path's session and its continuity evidence. A sandboxed
+// session's continuity is its runtime host's: refused here.
+func (s *Server) sessionEvidence(c *gin.Context) (domain.HostSession, domain.SessionContinuity, error) {
+	hs, err := lookup(c, "session", s.cfg.Store.GetHostSession)
+	if err != nil {
+		return hs, domain.SessionContinuity{}, err
+	}
+	if hs.Config.Sandbox.Enabled {
+		return hs, domain.SessionContinuity{}, sandboxedContinuity(hs.RuntimeSessionID)
+	}
+	return hs, domain.SessionEvidence(hs.RuntimeSessionID, hs.ProviderSessionID, hs.Config.ResumePolicy, hs.Failure), nil
+}
+
 // sessionContinuity reports a host-native session's continuity evidence. A sandboxed
 // session's continuity is its runtime host's (its checkpoints; GET /v1/hosts/{id}/continuity).
 func (s *Server) sessionContinuity(c *gin.Context) error {
-	hs, err := lookup(c, "session", s.cfg.Store.GetHostSession)
+	hs, ev, err := s.sessionEvidence(c)
 	if err != nil {
 		return err
 	}
-	if hs.Config.Sandbox.Enabled {
-		return sandboxedContinuity(hs.RuntimeSessionID)
-	}
-	ev := domain.SessionEvidence(hs.RuntimeSessionID, hs.ProviderSessionID, hs.Config.ResumePolicy, hs.Failure)
 	b := SessionContinuityBody{RuntimeSession: ev.RuntimeSession, ProviderSessionID: ev.ProviderSessionID,
 		ResumePolicy: ev.ResumePolicy, Failure: ev.Failure, CanStartFresh: ev.CanStartFresh, EvidenceChecksum: ev.EvidenceChecksum}
 	if b.CanStartFresh {
@@ -81,14 +90,10 @@ func (s *Server) startSessionFresh(c *gin.Context) error {
 	if len(v) > 0 {
 		return validationError(v)
 	}
-	hs, err := lookup(c, "session", s.cfg.Store.GetHostSession)
+	hs, ev, err := s.sessionEvidence(c)
 	if err != nil {
 		return err
 	}
-	if hs.Config.Sandbox.Enabled {
-		return sandboxedContinuity(hs.RuntimeSessionID)
-	}
-	ev := domain.SessionEvidence(hs.RuntimeSessionID, hs.ProviderSessionID, hs.Config.ResumePolicy, hs.Failure)
 	switch {
 	case ev.EvidenceChecksum != req.EvidenceChecksum:
 		return contract.Fail("the session's continuity evidence changed since it was inspected; inspect again", domain.ErrTypeEvidenceChanged, nil)

@@ -195,15 +195,9 @@ func TestOpenCodeRepliesThroughJamsMCPTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = model.Close() })
-	config := `{"$schema":"https://opencode.ai/config.json","model":"stub/stub-model","autoupdate":false,` +
-		`"provider":{"stub":{"npm":"@ai-sdk/openai-compatible","name":"stub","options":{"baseURL":"` + model.URL +
-		`/v1","apiKey":"x"},"models":{"stub-model":{"name":"stub"}}}}}`
-	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), ownedEnv(t, t.TempDir(),
-		"OPENCODE_CONFIG_CONTENT="+config, "OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1",
-		"XDG_DATA_HOME="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir(), "XDG_CACHE_HOME="+t.TempDir()))
+	env, tmpl := opencodeSetup(t, model)
+	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), ownedEnv(t, t.TempDir(), env...))
 	c, ctx := d.client, context.Background()
-	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportOpenCode,
-		EnvAllowlist: []string{"OPENCODE_CONFIG_CONTENT", "OPENCODE_DISABLE_AUTOUPDATE", "OPENCODE_DISABLE_LSP_DOWNLOAD"}}
 	var agent api.AgentBody
 	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "opencode", Kind: domain.AgentOwned, Template: &tmpl}, &agent))
 	room, _ := roomWith(t, c, "lab", agent.ID)
