@@ -98,22 +98,27 @@ func TestEveryPrepareErrorIsClassified(t *testing.T) {
 	real := func(command string) func(t *testing.T) string {
 		return func(t *testing.T) string { return realagent.Require(t, command).Path }
 	}
+	// A real CLI's start takes seconds, more under the race detector beside other tests; the
+	// fakes' 2 s bound is for the cases that test the bound itself.
+	const realReady = time.Minute
 	cases = append(cases,
 		startCase{adapter: "acp", name: "another ACP protocol version", exe: func(*testing.T) string { return fake("acp-protocol-99") },
 			want: domain.ErrTypeExecutableRefused},
 		startCase{adapter: "acp", name: "the bound session cannot be loaded", exe: func(t *testing.T) string { return testagent.Binary(t) },
 			edit: func(s *provider.Spec) {
 				s.ProviderSessionID, s.Args = "sess_gone", []string{"--state-dir", t.TempDir()}
+				s.ReadyTimeout = realReady
 			}, want: domain.ErrTypeExactResume},
 		startCase{adapter: "codex", name: "the bound thread cannot be resumed", exe: real("codex"),
 			edit: func(s *provider.Spec) {
 				s.ProviderSessionID, s.Args = uuid.NewString(), []string{"app-server"}
+				s.ReadyTimeout = realReady
 				s.Env = append(s.Env, "CODEX_HOME="+t.TempDir())
 			}, want: domain.ErrTypeExactResume},
 		startCase{adapter: "claudecode", name: "the bound session has no transcript", exe: real("claude"),
-			edit: func(s *provider.Spec) { s.ProviderSessionID = uuid.NewString() }, want: domain.ErrTypeExactResume},
+			edit: func(s *provider.Spec) { s.ProviderSessionID, s.ReadyTimeout = uuid.NewString(), realReady }, want: domain.ErrTypeExactResume},
 		startCase{adapter: "claudecode", name: "an argument Jam sets itself", exe: real("claude"),
-			edit: func(s *provider.Spec) { s.Args = []string{"--resume", "x"} }, want: domain.ErrTypeValidation},
+			edit: func(s *provider.Spec) { s.Args, s.ReadyTimeout = []string{"--resume", "x"}, realReady }, want: domain.ErrTypeValidation},
 		startCase{adapter: "copilot", name: "another SDK protocol version", exe: func(*testing.T) string { return fake("copilot-protocol-2") },
 			want: domain.ErrTypeExecutableRefused},
 		startCase{adapter: "copilot", name: "the model provider's key variable is unset", exe: func(*testing.T) string { return fake("silent") },
@@ -123,6 +128,7 @@ func TestEveryPrepareErrorIsClassified(t *testing.T) {
 		startCase{adapter: "copilot", name: "the bound session cannot be resumed", exe: real("copilot"),
 			edit: func(s *provider.Spec) {
 				s.ProviderSessionID, s.Args = uuid.NewString(), []string{"--headless", "--no-auto-update", "--stdio"}
+				s.ReadyTimeout = realReady
 				s.Env = append(s.Env, "COPILOT_HOME="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir())
 			}, want: domain.ErrTypeExactResume},
 	)
