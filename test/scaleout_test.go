@@ -232,3 +232,40 @@ func TestWakesSpreadOverNodesByFreeCapacityDrainAndFailover(t *testing.T) {
 		t.Fatalf("message %s answered %d times (first reply %s)", m1.ID, len(rs), r1.ID)
 	}
 }
+
+// Issue 43: a node without a runtime limit (`jam dev`'s default, here `jam worker
+// --max-runtimes 0`) took every wake of a fleet of limited workers, as it always had the
+// most free capacity. Placed by the share of capacity in use, 30 wakes at once spread over it
+// and two limited workers within 20% of even.
+func TestAnUnlimitedNodeTakesItsShareOfWakesNotAll(t *testing.T) {
+	t.Parallel()
+	p := startProductionServer(t, "mixed-token")
+	c := p.client
+	var nodes []*fleetNode
+	for name, limit := range map[string]string{"dev": "0", "w1": "15", "w2": "15"} {
+		n := &fleetNode{name: name, home: t.TempDir(), state: t.TempDir(), args: []string{"--max-runtimes", limit}}
+		n.start(t, p)
+		nodes = append(nodes, n)
+	}
+	wait.Eventually(t, 60*time.Second, func() error {
+		m := nodesByName(t, c)
+		for _, n := range nodes {
+			if m[n.name].State != domain.NodeLive {
+				return fmt.Errorf("node %s: %+v", n.name, m[n.name])
+			}
+		}
+		return nil
+	}, "three live nodes")
+	var agent api.AgentBody
+	must(t, c.Do(context.Background(), http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "mixed", Kind: domain.AgentOwned}, &agent))
+	rooms := make([]api.RoomBody, 30)
+	for i := range rooms {
+		rooms[i], _ = roomWith(t, c, fmt.Sprintf("room-%d", i), agent.ID)
+	}
+	messageAll(t, c, rooms)
+	for _, n := range nodes {
+		if got := n.liveRuntimes(t); got < 8 || got > 12 {
+			t.Fatalf("node %s holds %d runtimes after 30 wakes over an unlimited and two limited nodes, want 10 +-20%%", n.name, got)
+		}
+	}
+}
