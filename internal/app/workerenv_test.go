@@ -63,8 +63,15 @@ func TestTheWorkerConfigurationIsParsedFromTheSnapshot(t *testing.T) {
 			t.Errorf("%s=%s: %v", questions.EnvTimeout, bad, err)
 		}
 	}
-	if we, err = parseWorkerEnv(nil, "", log); err != nil || we.question.Set {
-		t.Errorf("unset question timeout: %+v, %v", we.question, err)
+	if we, err = parseWorkerEnv(nil, "", log); err != nil || we.question.Set || we.questionInline != questions.DefaultInline {
+		t.Errorf("unset question timeout and inline wait: %+v %s, %v", we.question, we.questionInline, err)
+	}
+	// The inline wait: whole seconds (0: until the deadline), else the worker stops.
+	if we, err = parseWorkerEnv([]string{questions.EnvInline + "=0"}, "", log); err != nil || we.questionInline != 0 {
+		t.Errorf("inline 0: %s, %v", we.questionInline, err)
+	}
+	if _, err := parseWorkerEnv([]string{questions.EnvInline + "=soon"}, "", log); err == nil || !strings.Contains(err.Error(), questions.EnvInline) {
+		t.Errorf("%s=soon: %v", questions.EnvInline, err)
 	}
 	if we, err = parseWorkerEnv([]string{"JAM_FAULT_PAUSE=p", "JAM_FAULT_DIR=" + t.TempDir()}, "", log); err != nil || we.pause == nil {
 		t.Errorf("no fault hook: %v", err)
