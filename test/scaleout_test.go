@@ -51,6 +51,20 @@ func nodesByName(t *testing.T, c *client.Client) map[string]api.NodeBody {
 	return m
 }
 
+// awaitLiveNodes waits until every node of the fleet reports live.
+func awaitLiveNodes(t *testing.T, c *client.Client, nodes []*fleetNode) {
+	t.Helper()
+	wait.Eventually(t, 60*time.Second, func() error {
+		m := nodesByName(t, c)
+		for _, n := range nodes {
+			if m[n.name].State != domain.NodeLive {
+				return fmt.Errorf("node %s: %+v", n.name, m[n.name])
+			}
+		}
+		return nil
+	}, "%d live nodes", len(nodes))
+}
+
 // messageAll posts to every room at once and waits for each reply.
 func messageAll(t *testing.T, c *client.Client, rooms []api.RoomBody) {
 	t.Helper()
@@ -82,15 +96,7 @@ func TestWakesSpreadOverNodesByFreeCapacityDrainAndFailover(t *testing.T) {
 		n.start(t, p)
 		nodes = append(nodes, n)
 	}
-	wait.Eventually(t, 60*time.Second, func() error {
-		m := nodesByName(t, c)
-		for _, n := range nodes {
-			if m[n.name].State != domain.NodeLive {
-				return fmt.Errorf("node %s: %+v", n.name, m[n.name])
-			}
-		}
-		return nil
-	}, "three live nodes")
+	awaitLiveNodes(t, c, nodes)
 	var agent api.AgentBody
 	must(t, c.Do(context.Background(), http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "fleet", Kind: domain.AgentOwned}, &agent))
 	sessionOf := map[uuid.UUID]uuid.UUID{} // room -> runtime session
@@ -247,15 +253,7 @@ func TestAnUnlimitedNodeTakesItsShareOfWakesNotAll(t *testing.T) {
 		n.start(t, p)
 		nodes = append(nodes, n)
 	}
-	wait.Eventually(t, 60*time.Second, func() error {
-		m := nodesByName(t, c)
-		for _, n := range nodes {
-			if m[n.name].State != domain.NodeLive {
-				return fmt.Errorf("node %s: %+v", n.name, m[n.name])
-			}
-		}
-		return nil
-	}, "three live nodes")
+	awaitLiveNodes(t, c, nodes)
 	var agent api.AgentBody
 	must(t, c.Do(context.Background(), http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "mixed", Kind: domain.AgentOwned}, &agent))
 	rooms := make([]api.RoomBody, 30)
