@@ -263,6 +263,20 @@ func (h *Hosts) StopMember(ctx context.Context, in StopMemberInput) (bool, error
 	return wasLive, typed(err)
 }
 
+// SettleHostInput names a host whose provider state must be checkpointed as of now.
+type SettleHostInput struct {
+	Host uuid.UUID `json:"host"`
+}
+
+// SettleHost waits until the host's newest checkpoint holds its provider state as of now
+// (a park in progress finished, a turn since the newest generation captured). Repeating it
+// captures nothing new.
+func (h *Hosts) SettleHost(ctx context.Context, in SettleHostInput) error {
+	stop := heartbeat(ctx)
+	defer stop()
+	return typed(h.Leases.Settle(ctx, updateID(ctx), in.Host))
+}
+
 // RestartMember asks a member to come back live.
 func (h *Hosts) RestartMember(ctx context.Context, in StopMemberInput) error {
 	return typed(h.Members.RestartMember(ctx, in.RuntimeSession))

@@ -29,6 +29,7 @@ func (busyLeases) Release(context.Context, string, uuid.UUID, uuid.UUID, domain.
 }
 func (busyLeases) Permit(context.Context, string, uuid.UUID, uuid.UUID) error   { return nil }
 func (busyLeases) Unpermit(context.Context, string, uuid.UUID, uuid.UUID) error { return nil }
+func (busyLeases) Settle(context.Context, string, uuid.UUID) error              { return nil }
 func (busyLeases) Replace(context.Context, string, contract.CommitHostReplacementInput) (bool, error) {
 	return false, nil
 }

@@ -176,6 +176,7 @@ func (r *runtimeHost) register(ctx workflow.Context) error {
 			return nil
 		}},
 		{contract.UpdateCheckpoint, r.checkpointNow, nil},
+		{contract.UpdateSettle, r.settle, nil},
 		{contract.UpdateDiscardUnsaved, r.discardUnsaved, r.validDiscard},
 		{contract.UpdateQuiesce, r.quiesce, nil},
 		{contract.UpdateResume, r.resume, nil},
@@ -528,7 +529,18 @@ func (r *runtimeHost) runCheckpoints(ctx workflow.Context) {
 
 // checkpointNow is the manual checkpoint update: it waits for the loop to capture.
 func (r *runtimeHost) checkpointNow(ctx workflow.Context) (contract.CaptureCheckpointResult, error) {
-	req := &ckptRequest{reason: domain.CheckpointManual, force: true}
+	return r.requestCheckpoint(ctx, &ckptRequest{reason: domain.CheckpointManual, force: true})
+}
+
+// settle is UpdateSettle: a checkpoint only when a turn ran since the newest generation,
+// served by the loop after any park in progress (whose capture then leaves nothing to take).
+// A new update: no recorded history carries it, so its commands need no version gate.
+func (r *runtimeHost) settle(ctx workflow.Context) (contract.CaptureCheckpointResult, error) {
+	return r.requestCheckpoint(ctx, &ckptRequest{reason: domain.CheckpointBeforeStop})
+}
+
+// requestCheckpoint hands req to the loop and waits for its capture.
+func (r *runtimeHost) requestCheckpoint(ctx workflow.Context, req *ckptRequest) (contract.CaptureCheckpointResult, error) {
 	r.ckpts = append(r.ckpts, req)
 	if err := workflow.Await(ctx, func() bool { return req.done }); err != nil {
 		return contract.CaptureCheckpointResult{}, err

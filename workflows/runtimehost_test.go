@@ -512,3 +512,48 @@ func TestAnOperatorDiscardsAFencedHostsUnsavedState(t *testing.T) {
 		t.Fatalf("unconfirmed %v, discarded %v, acquire after %v", unconfirmed, discarded, after)
 	}
 }
+
+// A settle (an archive after its member's stop) completes only once the state as of then is
+// checkpointed: coming with the last release it adds no second capture to the park's, and
+// with a turn since the newest generation it captures one.
+func TestASettleReturnsOnceTheStateIsCheckpointed(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		release bool
+		want    []string
+	}{
+		{"with the last release", true, []string{"ensure+fence", "host:active", "checkpoint:before_stop", "park", "host:parked"}},
+		{"with the member still in", false, []string{"ensure+fence", "host:active", "checkpoint:before_stop"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newHostEnv(t)
+			a := uuid.New()
+			var errs [4]error
+			e.update(time.Second, contract.UpdateAcquire, contract.LeaseRequest{RuntimeSession: a}, &errs[0])
+			e.update(2*time.Second, contract.UpdatePermit, contract.LeaseRequest{RuntimeSession: a}, &errs[1])
+			e.update(3*time.Second, contract.UpdateUnpermit, contract.LeaseRequest{RuntimeSession: a}, &errs[2])
+			if c.release {
+				e.update(4*time.Second, contract.UpdateRelease, contract.LeaseRequest{RuntimeSession: a}, &errs[3])
+			}
+			settledAfter, settleErr := -1, error(nil)
+			e.env.RegisterDelayedCallback(func() {
+				e.env.UpdateWorkflow(contract.UpdateSettle, uuid.NewString(), &testsuite.TestUpdateCallback{
+					OnReject: func(err error) { settleErr = err }, OnAccept: func() {},
+					OnComplete: func(_ interface{}, err error) { settleErr, settledAfter = err, len(e.ops) },
+				})
+			}, 4*time.Second)
+			e.run(time.Minute)
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("update %d: %v", i, err)
+				}
+			}
+			if !equalOps(e.ops, c.want) {
+				t.Fatalf("ops %v, want %v", e.ops, c.want)
+			}
+			if settleErr != nil || settledAfter < 3 {
+				t.Fatalf("settle: %v after %d ops, want after the checkpoint", settleErr, settledAfter)
+			}
+		})
+	}
+}

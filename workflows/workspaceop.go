@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -92,6 +93,9 @@ type workspaceRun struct {
 	stage *domain.WorkflowStage
 }
 
+// versionArchiveSettles gates the archive's wait for the host's checkpoint after the stop.
+const versionArchiveSettles = "archive-settles-host"
+
 // archive: stop the live session (BeforeStop checkpoint, held so no message wakes it), mark
 // its membership dormant, inspect removal afresh, export, prune per retention, remove the
 // live session directory (after the export verifies), mark the workspace archived. Shared
@@ -106,6 +110,18 @@ func (r *workspaceRun) archive() error {
 	if err := workflow.ExecuteActivity(members, h.StopMember, activities.StopMemberInput{RuntimeSession: r.ref.Session,
 		Reason: domain.StopOperator}).Get(r.ctx, nil); err != nil {
 		return fmt.Errorf("stop session %s: %w", r.ref.Session, err)
+	}
+	// The stop released the host, whose park checkpoints what the member last wrote beside
+	// this workflow: the export must wait for that generation, or a restore resumes from an
+	// older one (or not at all, its newest checkpoint gone with the host).
+	if r.ref.Host != uuid.Nil && workflow.GetVersion(r.ctx, versionArchiveSettles, workflow.DefaultVersion, 1) >= 1 {
+		settle := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: checkpointTimeout + 10*time.Minute, HeartbeatTimeout: runtimeHeartbeat,
+			RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 30 * time.Second},
+		})
+		if err := workflow.ExecuteActivity(settle, h.SettleHost, activities.SettleHostInput{Host: r.ref.Host}).Get(r.ctx, nil); err != nil {
+			return fmt.Errorf("checkpoint host %s after the stop: %w", r.ref.Host, err)
+		}
 	}
 	var rec *activities.WorkspaceRecords
 	if err := workflow.ExecuteActivity(r.jam, rec.MarkDormant, activities.MarkDormantInput{RuntimeSession: r.ref.Session}).Get(r.ctx, nil); err != nil {

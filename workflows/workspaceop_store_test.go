@@ -30,6 +30,13 @@ type opFixture struct {
 	sessions []uuid.UUID
 	paths    workspace.Paths
 	stops    []uuid.UUID
+	settles  []settled
+}
+
+// settled is one host settle: what had happened when it came.
+type settled struct {
+	host           uuid.UUID
+	stops, exports int
 }
 
 func newOpFixture(t *testing.T) *opFixture {
@@ -110,6 +117,22 @@ func (stopMembers) ApplyConfig(context.Context, string, uuid.UUID, int64) (bool,
 	return false, nil
 }
 
+// settleLeases stands in for the host's settle (its park's checkpoint, done); the archive
+// uses no other lease method.
+type settleLeases struct {
+	contract.HostLeases
+	f *opFixture
+}
+
+func (l settleLeases) Settle(ctx context.Context, _ string, host uuid.UUID) error {
+	exports, err := l.f.st.ListWorkspaceExports(ctx, l.f.sessions[0])
+	if err != nil {
+		return err
+	}
+	l.f.settles = append(l.f.settles, settled{host: host, stops: len(l.f.stops), exports: len(exports)})
+	return nil
+}
+
 // run executes one WorkspaceOp with the real activities; killAfter names an activity whose
 // side effect happens and whose answer is lost (a worker killed right after it), failing
 // the run as a crash would.
@@ -119,7 +142,7 @@ func (f *opFixture) run(in contract.WorkspaceOpInput, killAfter string) (contrac
 	env := suite.NewTestWorkflowEnvironment()
 	rec := &activities.WorkspaceRecords{Store: f.st}
 	w := &activities.Workspaces{Store: f.st, Layout: f.layout, PATH: os.Getenv("PATH")}
-	h := &activities.Hosts{Store: f.st, Members: stopMembers{f}}
+	h := &activities.Hosts{Store: f.st, Members: stopMembers{f}, Leases: settleLeases{f: f}}
 	env.RegisterActivity(rec)
 	env.RegisterActivity(w)
 	env.RegisterActivity(h)
@@ -129,6 +152,11 @@ func (f *opFixture) run(in contract.WorkspaceOpInput, killAfter string) (contrac
 		env.OnActivity(h.StopMember, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StopMemberInput) (bool, error) {
 			_, _ = stopMembers{f}.StopMember(ctx, "", in.RuntimeSession, in.Reason)
 			return false, killed
+		})
+	case "SettleHost":
+		env.OnActivity(h.SettleHost, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.SettleHostInput) error {
+			_ = h.SettleHost(ctx, in)
+			return killed
 		})
 	case "MarkDormant":
 		env.OnActivity(rec.MarkDormant, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.MarkDormantInput) error {
@@ -203,7 +231,7 @@ func (f *opFixture) workspace(id uuid.UUID) domain.ManagedWorkspace {
 // bytes removed, the Shared sibling untouched, and the operation's journal only moving
 // forward.
 func TestArchiveInterruptedAtEachStepFinishesExactlyOnce(t *testing.T) {
-	for _, step := range []string{"StopMember", "MarkDormant", "InspectRemoval", "CreateExport", "RecordExport", "PruneExports", "RemoveSessionBytes"} {
+	for _, step := range []string{"StopMember", "SettleHost", "MarkDormant", "InspectRemoval", "CreateExport", "RecordExport", "PruneExports", "RemoveSessionBytes"} {
 		t.Run(step, func(t *testing.T) {
 			ctx := context.Background()
 			f := newOpFixture(t)
@@ -499,4 +527,19 @@ func TestRestoreRetriedAfterItsRenameIsDoneAndAForeignDestinationIsRefused(t *te
 		t.Fatalf("staging left in the mounted tree: %v", entries)
 	}
 	_ = ctx
+}
+
+// An archive exports only once the host checkpointed what its stopped member wrote: the
+// stop releases the host, whose park captures beside the archive, and an export made before
+// that capture held an older generation than the one a restore must resume (a flake of
+// TestAnArchivedWorkspaceOutlivesItsHostAndIsRestoredWithItsConversation, 2026-12-07).
+func TestAnArchiveWaitsForTheHostsCheckpointAfterTheStopBeforeItExports(t *testing.T) {
+	f := newOpFixture(t)
+	out, err := f.run(contract.WorkspaceOpInput{Workspace: f.sessions[0], Action: domain.WorkspaceActionArchive}, "")
+	if err != nil || out.Export == nil {
+		t.Fatalf("archive %+v %v", out, err)
+	}
+	if len(f.settles) != 1 || f.settles[0] != (settled{host: f.host.ID, stops: 1, exports: 0}) {
+		t.Fatalf("settles %+v: want one, of host %s, after the stop and before the export", f.settles, f.host.ID)
+	}
 }

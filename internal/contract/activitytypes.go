@@ -97,6 +97,9 @@ type HostLeases interface {
 	// Permit and Unpermit bracket one turn of the member (the checkpoint coordinator).
 	Permit(ctx context.Context, updateID string, host, session uuid.UUID) error
 	Unpermit(ctx context.Context, updateID string, host, session uuid.UUID) error
+	// Settle returns once the host's newest checkpoint holds its provider state as of now
+	// (UpdateSettle); a host whose workflow is not running has nothing to settle.
+	Settle(ctx context.Context, updateID string, host uuid.UUID) error
 	// Replace recreates the host once (a reset_sandbox control) for a template edit that
 	// changed its compatibility fingerprint, preserving every member.
 	Replace(ctx context.Context, updateID string, rep CommitHostReplacementInput) (replaced bool, err error)

@@ -44,6 +44,10 @@ const (
 	UpdateResume   = "resume"
 	// UpdateCheckpoint captures a manual checkpoint with every member's turn quiesced.
 	UpdateCheckpoint = "checkpoint"
+	// UpdateSettle returns once the host's provider state as of now is held by its newest
+	// checkpoint: a park in progress finishes first, and a turn run since the newest
+	// generation is captured (before_stop). An archive exports what its stopped member wrote.
+	UpdateSettle = "settle"
 	// UpdateDiscardUnsaved lifts a host's checkpoint fence without a checkpoint: the
 	// operator accepts that the provider state on its disk is held by no checkpoint.
 	UpdateDiscardUnsaved = "discardUnsaved"

@@ -105,6 +105,23 @@ func (h *Hosts) Unpermit(ctx context.Context, updateID string, host, session uui
 	return h.update(ctx, updateID, host, contract.UpdateUnpermit, contract.LeaseRequest{RuntimeSession: session})
 }
 
+// Settle: see contract.HostLeases. It starts no host workflow: one not running has no park
+// in progress and no turn since its last run's checkpoints.
+func (h *Hosts) Settle(ctx context.Context, updateID string, host uuid.UUID) error {
+	handle, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: updateID, WorkflowID: contract.RuntimeHostID(host),
+		UpdateName: contract.UpdateSettle, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err == nil {
+		err = handle.Get(ctx, nil)
+	}
+	if contract.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("settle runtime host %s: %w", host, err)
+	}
+	return nil
+}
+
 // update sends a member's update to a running host workflow.
 func (h *Hosts) update(ctx context.Context, updateID string, host uuid.UUID, name string, req contract.LeaseRequest) error {
 	handle, err := h.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: updateID, WorkflowID: contract.RuntimeHostID(host),
