@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -139,9 +140,13 @@ func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
 		return provider.Prepared{}, fmt.Errorf("spawn acp agent: %w", err)
 	}
 	child.OnExit(func() { r.closeOnce.Do(func() { close(r.exited) }) })
+	// The SDK starts reading at once and its SetLogger is a plain write: nothing is read
+	// until the logger is set, or an agent that exits at once races it.
+	logged := make(chan struct{})
 	conn := sdk.NewClientSideConnection(&client{r: r}, child.Stdin,
-		provider.GuardJSONLines(child.Stdout, provider.MaxProtocolLine, r.log))
+		gatedReader{gate: logged, r: provider.GuardJSONLines(child.Stdout, provider.MaxProtocolLine, r.log)})
 	conn.SetLogger(r.log)
+	close(logged)
 	r.mu.Lock()
 	r.child, r.conn = child, conn
 	r.mu.Unlock()
@@ -543,4 +548,15 @@ func (r *Runtime) StageDisposition(d provider.Disposition) error {
 	}
 	r.mu.Unlock()
 	return provider.StageInTurn(s, d, r.emitDisposition)
+}
+
+// gatedReader reads from r once gate is closed.
+type gatedReader struct {
+	gate <-chan struct{}
+	r    io.Reader
+}
+
+func (g gatedReader) Read(p []byte) (int, error) {
+	<-g.gate
+	return g.r.Read(p)
 }
