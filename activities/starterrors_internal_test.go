@@ -47,13 +47,14 @@ var fakeProviders = map[string]string{
 func TestEveryPrepareErrorIsClassified(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	fake := func(name string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(fakeProviders[name]), 0o755); err != nil {
+	// Written once, before any case runs: a script written while a parallel case execs it
+	// is "text file busy".
+	for name, script := range fakeProviders {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		return p
 	}
+	fake := func(name string) string { return filepath.Join(dir, name) }
 	notExecutable := filepath.Join(dir, "not-executable")
 	if err := os.WriteFile(notExecutable, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
