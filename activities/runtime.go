@@ -187,10 +187,9 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	if err != nil && contract.Is(err, domain.ErrTypeExactResume) && !hs.Config.RequiresExactResume() && hs.ProviderSessionID != "" {
 		// A sandboxed session's state is gone and no checkpoint holds it; without an
 		// exact-resume contract it starts over on a new thread, and the room is told.
-		if err := r.Store.ReplaceProviderSession(ctx, hs.RuntimeSessionID, hs.ProviderSessionID, freshReason(err), time.Now()); err != nil {
+		if err := r.startOver(ctx, &hs, err); err != nil {
 			return PrepareRuntimeResult{}, err
 		}
-		hs.ProviderSessionID = ""
 		l, err = r.launch(ctx, hs, row, in, worker)
 	}
 	if err != nil {
@@ -235,26 +234,25 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		}
 	}()
 	rt, p, err := r.Table.Start(ctx, spec)
-	if err != nil && errors.Is(err, provider.ErrExactResumeUnavailable) && !hs.Config.RequiresExactResume() {
-		// No exact-resume contract: the room continues on a new thread, and is told so.
+	if errors.Is(err, provider.ErrExactResumeUnavailable) {
 		if c := l.activation.checkpoint; c != nil {
 			_ = r.observe(ctx, *c, hs, domain.ResumeFailed, domain.Truncate(err.Error(), 500))
 		}
-		if rerr := r.Store.ReplaceProviderSession(ctx, hs.RuntimeSessionID, hs.ProviderSessionID, freshReason(err), time.Now()); rerr != nil {
-			return PrepareRuntimeResult{}, rerr
+		if !hs.Config.RequiresExactResume() {
+			// No exact-resume contract: the room continues on a new thread, and is told so.
+			log.Warn("provider thread not resumable; starting a new one (resume policy fresh)", "previous", hs.ProviderSessionID, "error", err)
+			if rerr := r.startOver(ctx, &hs, err); rerr != nil {
+				return PrepareRuntimeResult{}, rerr
+			}
+			spec.ProviderSessionID, l.activation = "", activated{kind: ActivationFresh}
+			rt, p, err = r.Table.Start(ctx, spec)
 		}
-		log.Warn("provider thread not resumable; starting a new one (resume policy fresh)", "previous", hs.ProviderSessionID, "error", err)
-		hs.ProviderSessionID, spec.ProviderSessionID, l.activation = "", "", activated{kind: ActivationFresh}
-		rt, p, err = r.Table.Start(ctx, spec)
 	}
 	l.release() // the provider has started (or failed): the env file has served
 	if st, ok := rt.(provider.DispositionStager); ok && sess != nil && err == nil {
 		sess.Bind(st)
 	}
 	if err != nil {
-		if c := l.activation.checkpoint; c != nil && errors.Is(err, provider.ErrExactResumeUnavailable) {
-			_ = r.observe(ctx, *c, hs, domain.ResumeFailed, domain.Truncate(err.Error(), 500)) // failing closed anyway
-		}
 		return PrepareRuntimeResult{}, startFailure(ctx, err, row, hs, r.Node)
 	}
 	if p.Version != "" && p.Version != hs.ProviderVersion {
@@ -306,11 +304,16 @@ func (r *Runtimes) readiness(ctx context.Context, session uuid.UUID, gen int64, 
 	return warning
 }
 
-// freshReason is what the room is told when a session without an exact-resume contract
-// leaves a thread its provider could not resume.
-func freshReason(err error) string {
-	return "the provider thread could not be resumed (" + (&provider.Redactor{}).Redact(domain.Truncate(err.Error(), 500)) +
+// startOver unbinds the provider thread of a session without an exact-resume contract that
+// cannot be resumed (why: err), telling the room; hs then starts a new thread.
+func (r *Runtimes) startOver(ctx context.Context, hs *domain.HostSession, err error) error {
+	reason := "the provider thread could not be resumed (" + (&provider.Redactor{}).Redact(domain.Truncate(err.Error(), 500)) +
 		"); the template's resume policy is fresh: the room continues on a new thread"
+	if err := r.Store.ReplaceProviderSession(ctx, hs.RuntimeSessionID, hs.ProviderSessionID, reason, time.Now()); err != nil {
+		return err
+	}
+	hs.ProviderSessionID = ""
+	return nil
 }
 
 // lastAttempt reports whether an activity attempt that failed with err is its last: err is
