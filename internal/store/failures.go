@@ -84,16 +84,27 @@ WHERE h.removed_at IS NULL AND s.failure_class = ? ORDER BY s.failed_at, h.runti
 // session now.
 func (q *Q) RecordReadiness(ctx context.Context, session uuid.UUID, generation int64, warning string, at time.Time) error {
 	at, warning = domain.Timestamp(at), domain.Truncate(warning, 1000)
-	err := q.atomic(ctx, func(q *Q) error {
+	// Every turn reports: one unchanged is a read, not a write transaction.
+	unchanged := func(q *Q) (bool, error) {
 		var row struct {
 			Generation int64  `db:"instance_generation"`
 			Warning    string `db:"readiness_warning"`
 		}
 		if err := q.get(ctx, &row, `SELECT instance_generation, readiness_warning FROM runtime_sessions WHERE id = ?`, session); err != nil {
-			return err
+			return false, err
 		}
-		if row.Generation != generation || row.Warning == warning {
-			return nil
+		return row.Generation != generation || row.Warning == warning, nil
+	}
+	same, err := unchanged(q)
+	if err != nil {
+		return fmt.Errorf("record readiness of runtime %s: %w", session, err)
+	}
+	if same {
+		return nil
+	}
+	err = q.atomic(ctx, func(q *Q) error {
+		if same, err := unchanged(q); err != nil || same {
+			return err
 		}
 		hs, err := q.GetHostSession(ctx, session)
 		if err != nil {
