@@ -100,6 +100,12 @@ func NewStamper(session uuid.UUID, generation int64, capable bool, sink Sink) *S
 	return &Stamper{session: session, generation: generation, sink: sink, capable: capable, now: time.Now}
 }
 
+// Stamper is the stamper of the runtime instance s describes: its events go to s.Events,
+// what they tell people redacted with s.Redactor. Every adapter builds its stamper here.
+func (s Spec) Stamper(capable bool) *Stamper {
+	return NewStamper(s.RuntimeSession, s.Generation, capable, s.Events).Redact(s.Redactor)
+}
+
 // BeginTurn starts numbering a new turn.
 func (s *Stamper) BeginTurn(turn string, source *uuid.UUID) {
 	s.mu.Lock()

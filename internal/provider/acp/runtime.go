@@ -94,7 +94,7 @@ func New(spec provider.Spec) (provider.Runtime, error) {
 	return &Runtime{
 		spec:    spec,
 		log:     log,
-		stamper: provider.NewStamper(spec.RuntimeSession, spec.Generation, false, spec.Events).Redact(spec.Redactor),
+		stamper: spec.Stamper(false),
 		roster:  provider.NewRosterTracker(spec.Roster),
 		stderr:  provider.NewTailBuffer(16 << 10),
 		exited:  make(chan struct{}),

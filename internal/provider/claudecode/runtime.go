@@ -102,7 +102,7 @@ func New(spec provider.Spec) (provider.Runtime, error) {
 	log = log.With("runtime_session", spec.RuntimeSession, "generation", spec.Generation, "transport", spec.Transport)
 	return &Runtime{
 		spec: spec, log: log, configDir: spec.StateDir,
-		stamper:  provider.NewStamper(spec.RuntimeSession, spec.Generation, false, spec.Events).Redact(spec.Redactor),
+		stamper:  spec.Stamper(false),
 		roster:   provider.NewRosterTracker(spec.Roster),
 		stderr:   provider.NewTailBuffer(16 << 10),
 		controls: map[string]chan controlAnswer{}, asks: map[string]context.CancelFunc{},

@@ -83,7 +83,7 @@ func New(spec provider.Spec) (provider.Runtime, error) {
 	log = log.With("runtime_session", spec.RuntimeSession, "generation", spec.Generation, "transport", spec.Transport)
 	r := &Runtime{
 		spec: spec, log: log, tools: spec.Tools,
-		stamper: provider.NewStamper(spec.RuntimeSession, spec.Generation, true, spec.Events).Redact(spec.Redactor),
+		stamper: spec.Stamper(true),
 		roster:  provider.NewRosterTracker(spec.Roster),
 		stderr:  provider.NewTailBuffer(16 << 10),
 		exited:  make(chan struct{}),
