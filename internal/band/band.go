@@ -203,14 +203,12 @@ func (l *Local) AnswerQuestion(ctx context.Context, id uuid.UUID, text, by strin
 	if q.DeferredAt == nil || q.State != domain.QuestionPending {
 		return l.store.AnswerQuestion(ctx, id, text, by, nil, l.now())
 	}
-	if _, err := l.store.ExpireOverdue(ctx, l.now()); err != nil {
-		return q, err
-	}
 	m := domain.Message{ID: uuid.New(), RoomID: q.RoomID, AuthorKind: domain.ParticipantHuman, AuthorHuman: q.Recipient,
 		Text: q.Code + " " + text, ReplyTo: q.MessageID, CreatedAt: l.now()}
 	posted, answered, err := l.store.PostQuestionAnswer(ctx, m, q, by)
 	if errors.Is(err, store.ErrNoPendingQuestion) {
-		// Answered or expired meanwhile: the store says which, as for any settled question.
+		// Answered meanwhile, or overdue: the store says which (expiring an overdue one), as
+		// for any settled question.
 		return l.store.AnswerQuestion(ctx, id, text, by, nil, l.now())
 	}
 	if err != nil {

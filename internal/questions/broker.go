@@ -38,16 +38,22 @@ type TimeoutOverride struct {
 // TimeoutOverrideFromEnv parses JAM_QUESTION_TIMEOUT_SECS: unset or blank is no override;
 // anything but an integer from 0 to domain.MaxQuestionTimeoutSecs is an error.
 func TimeoutOverrideFromEnv(getenv func(string) string) (TimeoutOverride, error) {
-	raw := strings.TrimSpace(getenv(EnvTimeout))
+	d, set, err := envSeconds(getenv, EnvTimeout, "wait indefinitely")
+	return TimeoutOverride{Set: set, Timeout: d}, err
+}
+
+// envSeconds parses the knob name: whole seconds from 0 (zero says what 0 means) to
+// domain.MaxQuestionTimeoutSecs; set is false when it is unset or blank.
+func envSeconds(getenv func(string) string, name, zero string) (d time.Duration, set bool, err error) {
+	raw := strings.TrimSpace(getenv(name))
 	if raw == "" {
-		return TimeoutOverride{}, nil
+		return 0, false, nil
 	}
 	secs, err := strconv.Atoi(raw)
 	if err != nil || secs < 0 || secs > domain.MaxQuestionTimeoutSecs {
-		return TimeoutOverride{}, fmt.Errorf("%s=%q: want whole seconds from 0 (wait indefinitely) to %d",
-			EnvTimeout, raw, domain.MaxQuestionTimeoutSecs)
+		return 0, false, fmt.Errorf("%s=%q: want whole seconds from 0 (%s) to %d", name, raw, zero, domain.MaxQuestionTimeoutSecs)
 	}
-	return TimeoutOverride{Set: true, Timeout: time.Duration(secs) * time.Second}, nil
+	return time.Duration(secs) * time.Second, true, nil
 }
 
 // EnvInline is how many seconds a question asked through a tool call waits for its answer
@@ -59,16 +65,11 @@ const EnvInline = "JAM_QUESTION_INLINE_SECS"
 // DefaultInline; anything but whole seconds from 0 to domain.MaxQuestionTimeoutSecs is an
 // error. 0 disables deferral (Broker.Inline 0).
 func InlineFromEnv(getenv func(string) string) (time.Duration, error) {
-	raw := strings.TrimSpace(getenv(EnvInline))
-	if raw == "" {
+	d, set, err := envSeconds(getenv, EnvInline, "wait until the deadline")
+	if !set && err == nil {
 		return DefaultInline, nil
 	}
-	secs, err := strconv.Atoi(raw)
-	if err != nil || secs < 0 || secs > domain.MaxQuestionTimeoutSecs {
-		return 0, fmt.Errorf("%s=%q: want whole seconds from 0 (wait until the deadline) to %d",
-			EnvInline, raw, domain.MaxQuestionTimeoutSecs)
-	}
-	return time.Duration(secs) * time.Second, nil
+	return d, err
 }
 
 // DefaultPoll is how often a waiting Ask re-reads its question when Broker.Poll is 0: the

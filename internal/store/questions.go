@@ -488,11 +488,8 @@ func (q *Q) PostQuestionAnswer(ctx context.Context, m domain.Message, qu domain.
 			return q.ackAll(ctx, m.ID, m.CreatedAt)
 		}
 		// The asking call returned unanswered: the answer is the asking agent's next turn.
-		// Its inbound row stays queued (and wakes); the message itself delivers the answer.
-		if _, err := q.exec(ctx, `UPDATE inbound SET context_only = ? WHERE message_id = ? AND agent_id = ?`,
-			false, m.ID, cur.AgentID); err != nil {
-			return err
-		}
+		// Its inbound row stays queued (a human's message wakes); the message itself
+		// delivers the answer.
 		if _, err := q.exec(ctx, `UPDATE questions SET delivered_at = ? WHERE id = ?`, m.CreatedAt, cur.ID); err != nil {
 			return err
 		}
