@@ -11,7 +11,7 @@ import (
 )
 
 // roster is who is in the session's room now, as its runtime is told: its own name, the
-// room's, and every other active participant (humans by name, agents by theirs).
+// room's, and every other participant (humans by name, agents by theirs).
 func roster(ctx context.Context, st *store.Store, hs domain.HostSession, self domain.Agent) (provider.Roster, error) {
 	room, err := st.GetRoom(ctx, hs.RoomID)
 	if err != nil {
@@ -22,9 +22,8 @@ func roster(ctx context.Context, st *store.Store, hs domain.HostSession, self do
 		return provider.Roster{}, fmt.Errorf("roster of %s: %w", hs.RuntimeSessionID, err)
 	}
 	out := provider.Roster{AgentName: self.Name, RoomName: room.Name}
-	for _, p := range ps {
+	for _, p := range ps { // the active participants
 		switch {
-		case !p.Active:
 		case p.Kind == domain.ParticipantHuman:
 			out.Members = append(out.Members, provider.Member{Name: p.HumanName, Human: true, ID: p.ID})
 		case p.AgentID != nil && *p.AgentID != self.ID:

@@ -41,8 +41,7 @@ func (r *roomSession) applyConfig(ctx workflow.Context, gen int64) {
 	ref := activities.ConfigRef{RuntimeSession: r.in.RuntimeSession, Generation: gen}
 	log := workflow.GetLogger(ctx)
 	if r.s.Phase != domain.PhaseLive {
-		var out activities.CommitConfigResult
-		if err := workflow.ExecuteActivity(jam, r.sess.CommitConfig, ref).Get(ctx, &out); err != nil {
+		if err := workflow.ExecuteActivity(jam, r.sess.CommitConfig, ref).Get(ctx, nil); err != nil {
 			log.Info("configuration not committed", "runtime_session", r.in.RuntimeSession, "generation", gen, "error", err)
 		}
 		return
