@@ -398,13 +398,6 @@ func runProbe(ctx context.Context, req ExecutableRequest, c *Candidate) error {
 	defer cancel()
 
 	out := &boundedBuffer{limit: probeOutputLimit}
-	cmd := exec.CommandContext(pctx, c.Path, args...)
-	cmd.Stdout, cmd.Stderr = out, out // one comparable writer: exec serialises its writes
-	// Its own group, killed whole when the probe ends; Pdeathsig, as Spawn has it, is the
-	// backstop for a worker killed outright mid-probe (workers probe every CLI at start).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = probeWaitDelay
 	// A probe runs the candidate's own code: it gets the provider's environment, not the
 	// worker's secrets.
 	// Never nil: a nil exec.Cmd.Env would hand the probe the worker's secrets.
@@ -414,8 +407,17 @@ func runProbe(ctx context.Context, req ExecutableRequest, c *Candidate) error {
 		// see that PATH, not the worker's.
 		env = withEnv(env, []string{"PATH=" + req.PATH})
 	}
-	cmd.Env = env
-	err := cmd.Start()
+	cmd, err := startRetryingBusy(pctx, func() (*exec.Cmd, error) {
+		cmd := exec.CommandContext(pctx, c.Path, args...)
+		cmd.Stdout, cmd.Stderr = out, out // one comparable writer: exec serialises its writes
+		// Its own group, killed whole when the probe ends; Pdeathsig, as Spawn has it, is the
+		// backstop for a worker killed outright mid-probe (workers probe every CLI at start).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		cmd.WaitDelay = probeWaitDelay
+		cmd.Env = env
+		return cmd, nil
+	})
 	if err == nil && req.Groups != nil {
 		rec, rerr := req.Groups.Add(cmd.Process.Pid, "")
 		switch {

@@ -64,26 +64,32 @@ func Spawn(ctx context.Context, c Command) (*Child, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(c.Path, c.Args...)
-	cmd.Env, cmd.Dir = c.Env, c.Dir
-	// Its own group, so teardown reaches every process the provider starts.
-	// Pdeathsig fires when the thread that forked the child exits, not the process; Go
-	// does not retire threads that ran a plain fork, and the registry kills every tracked
-	// group on shutdown, so it is a backstop for a worker killed outright.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.WaitDelay = childIODelay
-	stdin, err := cmd.StdinPipe()
+	var (
+		stdin  io.WriteCloser
+		stdout io.ReadCloser
+	)
+	cmd, err := startRetryingBusy(ctx, func() (*exec.Cmd, error) {
+		cmd := exec.Command(c.Path, c.Args...)
+		cmd.Env, cmd.Dir = c.Env, c.Dir
+		// Its own group, so teardown reaches every process the provider starts.
+		// Pdeathsig fires when the thread that forked the child exits, not the process; Go
+		// does not retire threads that ran a plain fork, and the registry kills every tracked
+		// group on shutdown, so it is a backstop for a worker killed outright.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd.WaitDelay = childIODelay
+		var err error
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			return nil, fmt.Errorf("stdin of %s: %w", c.Path, err)
+		}
+		if stdout, err = cmd.StdoutPipe(); err != nil {
+			return nil, fmt.Errorf("stdout of %s: %w", c.Path, err)
+		}
+		if c.Stderr != nil {
+			cmd.Stderr = c.Stderr
+		}
+		return cmd, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("stdin of %s: %w", c.Path, err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("stdout of %s: %w", c.Path, err)
-	}
-	if c.Stderr != nil {
-		cmd.Stderr = c.Stderr
-	}
-	if err := cmd.Start(); err != nil {
 		if notStartable(err) {
 			err = fmt.Errorf("%w: %w", ErrSpawn, err)
 		}
@@ -217,4 +223,30 @@ func lastIndexByte(b []byte, c byte) int {
 func notStartable(err error) bool {
 	return errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
 		errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// startBusyRetries bounds the starts of one command refused as "text file busy".
+const startBusyRetries = 5
+
+// startRetryingBusy starts the command build makes, building and starting it again when the
+// kernel refuses the executable as text file busy: it was open for writing at that instant
+// (an install replacing it, or a file this process was writing when another goroutine
+// forked and the child had not yet exec'd), which passes within milliseconds. build runs
+// once per attempt: a failed start closes the pipes it made.
+func startRetryingBusy(ctx context.Context, build func() (*exec.Cmd, error)) (*exec.Cmd, error) {
+	for attempt := 1; ; attempt++ {
+		cmd, err := build()
+		if err != nil {
+			return nil, err
+		}
+		err = cmd.Start()
+		if err == nil || !errors.Is(err, syscall.ETXTBSY) || attempt == startBusyRetries {
+			return cmd, err
+		}
+		select {
+		case <-ctx.Done():
+			return cmd, err
+		case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+		}
+	}
 }

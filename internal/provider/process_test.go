@@ -2,7 +2,11 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,5 +71,37 @@ func groupGone(pgid int) func() error {
 			return fmt.Errorf("%d processes of the group survive", n)
 		}
 		return nil
+	}
+}
+
+// An executable open for writing is refused with "text file busy" (an install replacing it,
+// or a script written while another goroutine forked): the start is tried again once it
+// is closed, instead of failing the runtime (a flake of TestResolveExecutableVersionArgs).
+func TestASpawnWaitsOutAnExecutableBeingWritten(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agent")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("#!/bin/sh\nexit 0\n"); err != nil {
+		t.Fatal(err)
+	}
+	closed := time.AfterFunc(50*time.Millisecond, func() { _ = f.Close() })
+	t.Cleanup(func() { closed.Stop(); _ = f.Close() })
+	ch, err := Spawn(context.Background(), Command{Path: path})
+	if err != nil {
+		t.Fatalf("a start refused while the file was being written was not tried again: %v", err)
+	}
+	ch.Kill(time.Second)
+
+	// Held open for good, it still fails, classified as the busy file it is.
+	g, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, err := Spawn(context.Background(), Command{Path: path}); !errors.Is(err, syscall.ETXTBSY) {
+		t.Fatalf("an executable busy for good: %v", err)
 	}
 }
