@@ -44,9 +44,10 @@ type NodeBody struct {
 	// minute, or on GET /v1/sandbox/support); absent until the first probe. Sandboxed
 	// runtimes are placed only on nodes where it is ok (or not probed yet).
 	Sandbox domain.SandboxSupport `json:"sandbox,omitempty"`
-	// CLIs are the provider CLIs the node's worker resolved when it last probed them (`jam
-	// worker` at its start, or POST /v1/nodes/{name}/probe); null until then. Host-native
-	// runtimes are placed only on nodes whose CLI has no problem (or not probed yet).
+	// CLIs are the provider CLIs the node's worker resolved when it last probed them (at its
+	// start, in the background, unless JAM_WORKER_PROBE_CLIS=0; or POST
+	// /v1/nodes/{name}/probe); null until then. Host-native runtimes are placed only on nodes
+	// whose CLI has no problem (or not probed yet).
 	CLIs []domain.NodeCLI `json:"clis"`
 	// HostStore is the directory of the node's runtime-host roots as "<id>:<path>"; nodes with
 	// the same one share them (jam worker --host-store).

@@ -44,7 +44,10 @@ func startDevEnv(t *testing.T, home string, env []string, extra ...string) *devI
 	args := append([]string{"dev", "--listen", "127.0.0.1:0", "--temporal-listen", "127.0.0.1:0",
 		"--ui-listen", "127.0.0.1:0", "--node", devNode}, extra...)
 	started := time.Now()
-	p := startJam(t, append([]string{"JAM_HOME=" + home}, env...), args...)
+	// The suite starts dozens of jam dev at once on two cores: their start-up probes of the
+	// agent CLIs on PATH (a --version of each Node CLI, ~2 s of CPU per start) are turned off
+	// here, explicitly; a test that wants them passes JAM_WORKER_PROBE_CLIS=1 in env.
+	p := startJam(t, append([]string{"JAM_HOME=" + home, "JAM_WORKER_PROBE_CLIS=0"}, env...), args...)
 	got := p.banner(60*time.Second, `Jam API:\s+(\S+)`, `Temporal:\s+(\S+)`, `Temporal Web UI:\s+(\S+)`, `Operator token:\s+(\S+)`)
 	d := &devInstance{proc: p, apiURL: got[0], temporal: got[1], uiURL: got[2], tokenFile: got[3], startedAt: started}
 	waitHTTP(t, d.apiURL+"/healthz", http.StatusOK, 30*time.Second)

@@ -81,9 +81,10 @@ type Config struct {
 	// WorkflowCacheSize is how many workflow executions the process keeps in memory between
 	// their tasks (0: DefaultWorkflowCacheSize); see LimitWorkflowCache.
 	WorkflowCacheSize int
-	// ProbeCLIs: resolve the node's provider CLIs at start (a `--version` of each), so
-	// placement sends host-native runtimes only where their CLI is installed. Operators'
-	// `jam node probe` asks again; jam dev, a fleet of one, leaves it to that.
+	// ProbeCLIs: resolve the node's provider CLIs at start (a `--version` of each, in the
+	// background: the workers serve meanwhile), so placement sends host-native runtimes only
+	// where their CLI is installed and `jam node list` shows them. Operators' `jam node
+	// probe` asks again. Every node does it unless JAM_WORKER_PROBE_CLIS=0.
 	ProbeCLIs bool
 	// HeartbeatInterval is how often the node row is refreshed (domain.NodeHeartbeatInterval).
 	HeartbeatInterval time.Duration
@@ -431,6 +432,7 @@ func Workflows() map[string]any {
 		contract.TypeCleanupInspection:    workflows.CleanupInspection,
 		contract.TypeRemovalInspection:    workflows.RemovalInspection,
 		contract.TypeGitHubReadiness:      workflows.GitHubReadiness,
+		contract.TypeTemplateCheck:        workflows.TemplateCheck,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/api/client"
@@ -25,6 +27,8 @@ import (
 // clientFlags are the flags of every API client command.
 type clientFlags struct {
 	url, token, home string
+	// urlFlag and homeFlag say where url and home came from (flag, environment, default).
+	urlFlag, homeFlag *pflag.Flag
 	// key is an attached agent's API key; commands that act as an agent use it instead of
 	// the operator token.
 	key  string
@@ -35,16 +39,22 @@ type clientFlags struct {
 	noWait bool
 }
 
+// defaultURL is the API a client calls when neither --url, JAM_URL nor a running jam dev's
+// address file names one.
+const defaultURL = "http://" + defaultListen
+
 func addClientFlags(cmd *cobra.Command) *clientFlags {
 	f := &clientFlags{}
 	fs := cmd.PersistentFlags()
-	fs.StringVar(&f.url, "url", "http://"+defaultListen, "Jam API base URL")
+	// No flag default: the default depends on the data directory (see target).
+	fs.StringVar(&f.url, "url", "", "Jam API base URL (default: the address jam dev wrote to $JAM_HOME/api-url, else "+defaultURL+")")
 	bindEnv(fs, "url", "JAM_URL")
-	fs.StringVar(&f.token, "token", "", "operator token (default: the token file in the data directory)")
+	fs.StringVar(&f.token, "token", "", "operator token (default: the token jam dev wrote to $JAM_HOME/api-token)")
 	bindEnv(fs, "token", "JAM_TOKEN")
 	addHomeFlag(fs, &f.home)
+	f.urlFlag, f.homeFlag = fs.Lookup("url"), fs.Lookup("home")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
-	fs.BoolVarP(&f.quiet, "quiet", "q", false, "print only the id of what was created or changed")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "print only ids: of what was created or changed, or of each listed item")
 	fs.BoolVar(&f.noWait, "no-wait", false, "for long operations: print the started operation and return (follow it with jam operation wait ID)")
 	bindEnv(fs, "no-wait", "JAM_NO_WAIT")
 	return f
@@ -56,23 +66,104 @@ func addKeyFlag(cmd *cobra.Command, f *clientFlags, usage string) {
 	bindEnv(cmd.Flags(), "key", "JAM_AGENT_KEY")
 }
 
+// apiTarget is the API base URL a client calls and, for a connection error, where it came
+// from.
+type apiTarget struct {
+	url string
+	// hint follows "cannot reach the Jam API at URL: …" and says how URL was chosen.
+	hint string
+}
+
+// target picks the API: --url or JAM_URL; else the address a running `jam dev` wrote to
+// the data directory (--home or JAM_HOME), so a dev on another port (--listen
+// 127.0.0.1:0) needs no JAM_URL; else the default.
+func (f *clientFlags) target() (apiTarget, error) {
+	if f.url != "" {
+		switch from := flagOrigin(f.urlFlag); from {
+		case "", "--url":
+			return apiTarget{url: f.url, hint: f.url + " was given with --url"}, nil
+		default:
+			return apiTarget{url: f.url, hint: fmt.Sprintf("%s is %s's value (unset it to call the address jam dev wrote to %s)",
+				f.url, from, f.layout().APIURLFile())}, nil
+		}
+	}
+	file := f.layout().APIURLFile()
+	b, err := os.ReadFile(file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return apiTarget{url: defaultURL, hint: fmt.Sprintf("%s is the default: there is no %s, so no jam dev runs with the data directory %s (%s); start jam dev, point JAM_HOME at the directory it was started with, or set JAM_URL",
+			defaultURL, file, f.home, f.homeOrigin())}, nil
+	case err != nil:
+		return apiTarget{}, fmt.Errorf("read the API address: %w", err)
+	}
+	raw := strings.TrimSpace(string(b))
+	if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return apiTarget{}, fmt.Errorf("%s holds %q, not an http:// URL: delete it (jam dev writes it again at start) or set JAM_URL", file, raw)
+	}
+	return apiTarget{url: raw, hint: fmt.Sprintf("%s was read from %s, which jam dev writes when it starts and removes when it stops: if no jam dev runs with that data directory any more (one that was killed leaves the file), start it again or delete the file",
+		raw, file)}, nil
+}
+
+func (f *clientFlags) layout() domain.Layout { return domain.Layout{Root: f.home} }
+
+// homeOrigin says where the data directory came from.
+func (f *clientFlags) homeOrigin() string {
+	switch from := flagOrigin(f.homeFlag); from {
+	case "":
+		return "the default; JAM_HOME is not set"
+	default:
+		return "from " + from
+	}
+}
+
+// operatorToken is --token or JAM_TOKEN, else the token file `jam dev` wrote to the data
+// directory.
+func (f *clientFlags) operatorToken() (string, error) {
+	if f.token != "" {
+		return f.token, nil
+	}
+	file := f.layout().APITokenFile()
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("no operator token: there is no %s (data directory %s, %s). jam dev writes it at start: run the jam CLI with the JAM_HOME jam dev was started with, or set JAM_TOKEN (or --token)",
+			file, f.home, f.homeOrigin())
+	}
+	if err != nil {
+		return "", fmt.Errorf("read operator token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
 func (f *clientFlags) client() (*client.Client, error) {
-	if f.key != "" {
-		return client.New(f.url, f.key), nil
+	t, err := f.target()
+	if err != nil {
+		return nil, err
 	}
-	token := f.token
+	token := f.key
 	if token == "" {
-		file := domain.Layout{Root: f.home}.APITokenFile()
-		b, err := os.ReadFile(file)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no operator token: set JAM_TOKEN (or --token), or start `jam dev` to create %s", file)
+		if token, err = f.operatorToken(); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return nil, fmt.Errorf("read operator token: %w", err)
-		}
-		token = strings.TrimSpace(string(b))
 	}
-	return client.New(f.url, token), nil
+	c := client.New(t.url, token)
+	c.HTTP.Transport = explainUnreachable{base: http.DefaultTransport, hint: t.hint}
+	return c, nil
+}
+
+// explainUnreachable adds to an error reaching the API (nothing listens, an unknown host)
+// how the client chose that address.
+type explainUnreachable struct {
+	base http.RoundTripper
+	hint string
+}
+
+func (e explainUnreachable) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := e.base.RoundTrip(r)
+	var op *net.OpError
+	if err != nil && errors.As(err, &op) && op.Op == "dial" {
+		return nil, fmt.Errorf("%w\n  %s", err, e.hint)
+	}
+	return resp, err
 }
 
 // call sends one request with the client the flags describe and returns the raw 2xx body.
@@ -180,6 +271,20 @@ func listCmd[T any](cf *clientFlags, use, short string, args cobra.PositionalArg
 			raw, err := cf.call(cmd, http.MethodGet, path(a), nil)
 			if err != nil {
 				return err
+			}
+			if cf.quiet && !cf.json {
+				// The first column (the id) of each row, one per line, for scripts:
+				// TEMPLATE=$(jam template list $AGENT -q | head -1).
+				var out T
+				if err := json.Unmarshal(raw, &out); err != nil {
+					return fmt.Errorf("decode response: %w", err)
+				}
+				for _, row := range rows(out) {
+					if len(row) > 0 {
+						fmt.Fprintln(cmd.OutOrStdout(), row[0])
+					}
+				}
+				return nil
 			}
 			return render(cf, cmd, raw, func(out T) error { return table(cmd.OutOrStdout(), header, rows(out)) })
 		},

@@ -11,8 +11,12 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// envAnnotation marks a flag with the environment variable that sets it.
-const envAnnotation = "jam_env"
+// envAnnotation marks a flag with the environment variable that sets it; envSetAnnotation
+// marks a flag that variable did set (so errors can say where a value came from).
+const (
+	envAnnotation    = "jam_env"
+	envSetAnnotation = "jam_env_set"
+)
 
 // bindEnv makes env set the flag when the flag is not given on the command line, and says
 // so in the help text.
@@ -39,7 +43,9 @@ func applyEnv(cmd *cobra.Command) error {
 		if v, ok := os.LookupEnv(env[0]); ok {
 			if setErr := cmd.Flags().Set(f.Name, v); setErr != nil {
 				err = fmt.Errorf("%s=%q: %w", env[0], v, setErr)
+				return
 			}
+			f.Annotations[envSetAnnotation] = env
 		}
 	})
 	return err
@@ -51,6 +57,19 @@ func flagEnv(f *pflag.Flag) string {
 		return env[0]
 	}
 	return ""
+}
+
+// flagOrigin says where a flag's value came from: its environment variable, the flag on the
+// command line, or "" for its default (also for a nil flag).
+func flagOrigin(f *pflag.Flag) string {
+	switch {
+	case f == nil || !f.Changed:
+		return ""
+	case len(f.Annotations[envSetAnnotation]) > 0:
+		return f.Annotations[envSetAnnotation][0]
+	default:
+		return "--" + f.Name
+	}
 }
 
 // defaultHome is $XDG_DATA_HOME/jam, else ~/.local/share/jam (JAM_HOME overrides both

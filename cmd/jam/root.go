@@ -24,7 +24,9 @@ chat rooms, each room with its own runtime, and every lifecycle operation a Temp
 
 Run everything locally with ` + "`jam dev`" + `; in production run ` + "`jam server`" + ` and one
 ` + "`jam worker`" + ` per machine against Postgres and a Temporal cluster. The other commands
-are a client of the REST API (JAM_URL, JAM_TOKEN).`,
+are a client of the REST API. They call --url (JAM_URL), else the address a running
+` + "`jam dev`" + ` wrote to its data directory (JAM_HOME: give the CLI the same one), else
+http://127.0.0.1:7780; with --token (JAM_TOKEN), else the token jam dev wrote there.`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -72,10 +72,11 @@ func newDevCmd(g *globals) *cobra.Command {
 persisted in a SQLite file in the data directory (so workflows survive a restart), the
 Temporal Web UI, the Jam API, a worker for this node, and the Jam store on SQLite.
 
-Addresses ending in :0 pick a free port; the chosen addresses are printed at start. An
-address already in use is refused before anything starts. The Temporal frontend and Web UI
-answer without Jam's token (the UI can terminate workflows), so they listen on loopback
-only unless --allow-remote-ui is given.
+Addresses ending in :0 pick a free port; the chosen addresses are printed at start, and the
+API's is written to $JAM_HOME/api-url (removed at a clean stop), where the jam CLI run with
+the same JAM_HOME finds it without JAM_URL. An address already in use is refused before
+anything starts. The Temporal frontend and Web UI answer without Jam's token (the UI can
+terminate workflows), so they listen on loopback only unless --allow-remote-ui is given.
 Ctrl-C stops the API, then the worker (running activities get 30 s), then Temporal.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -12,11 +12,15 @@ import (
 )
 
 func newSessionCmd(_ *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "session", Short: "Host sessions: each room's runtime configuration and generations"}
+	cmd := &cobra.Command{Use: "session", Short: "Runtime sessions: each room's runtime of an owned agent, its state, configuration and generations",
+		Long: `A runtime session is one owned agent's runtime in one room: bound when the agent joins the
+room, with a stable id across restarts (so the same provider thread resumes). Its presence is
+live, degraded, dormant (no process; the next message wakes it), disconnected, failed or
+unknown; an operator's stop holds it dormant until jam session restart.`}
 	cf := addClientFlags(cmd)
 	var agent, room string
 	list := &cobra.Command{
-		Use: "list", Short: "List host sessions", Args: cobra.NoArgs,
+		Use: "list", Short: "List runtime sessions", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q := url.Values{}
 			if agent != "" {
@@ -54,7 +58,7 @@ func newSessionCmd(_ *globals) *cobra.Command {
 	list.Flags().StringVar(&agent, "agent", "", "only this agent's sessions")
 	list.Flags().StringVar(&room, "room", "", "only this room's sessions")
 	show := &cobra.Command{
-		Use: "show RUNTIME_SESSION_ID", Short: "Show one host session", Args: cobra.ExactArgs(1),
+		Use: "show RUNTIME_SESSION_ID", Short: "Show one runtime session", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return showJSON(cf, cmd, "/v1/sessions/"+url.PathEscape(args[0]))
 		},
@@ -162,7 +166,33 @@ func sessionControl(cf *clientFlags, cmd *cobra.Command, id, verb string, body a
 		return err
 	}
 	return render(cf, cmd, raw, func(s api.SessionBody) error {
-		_, err := fmt.Fprintf(cmd.OutOrStdout(), "session %s: %s (%s)\n", s.RuntimeSessionID, s.Presence, s.Phase)
+		_, err := fmt.Fprintln(cmd.OutOrStdout(), controlOutcome(verb, s))
 		return err
 	})
+}
+
+// controlOutcome says what a stop or restart did and the state the session's workflow
+// answered with once it had.
+func controlOutcome(verb string, s api.SessionBody) string {
+	held := s.Runtime != nil && s.Runtime.Held
+	var state string
+	switch {
+	case s.Failure != nil:
+		state = fmt.Sprintf("failed, %s: %s", s.Failure.Class, s.Failure.Reason)
+	case s.Presence == domain.PresenceFailed:
+		state = "failed"
+	case held:
+		state = fmt.Sprintf("held %s until jam session restart %s (messages stay queued)", s.Presence, s.RuntimeSessionID)
+	case verb == "restart" && s.Presence == domain.PresenceDormant:
+		state = "dormant, starting again now (the old runtime was stopped)"
+	case verb == "stop" && s.Presence == domain.PresenceDormant:
+		state = "dormant, not held: the next message wakes it"
+	default:
+		state = string(s.Presence)
+	}
+	if s.Runtime != nil && s.Runtime.LastError != "" && s.Failure == nil {
+		state += "; last error: " + s.Runtime.LastError
+	}
+	done := map[string]string{"stop": "stopped", "restart": "restarted"}[verb]
+	return fmt.Sprintf("%s session %s: %s", done, s.RuntimeSessionID, state)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jam-dev/jam/api"
+	"github.com/jam-dev/jam/api/client"
+	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
 )
 
@@ -135,7 +137,7 @@ func newTemplateCmd(_ *globals) *cobra.Command {
 	}
 	cflags.register(create)
 
-	list := listCmd(cf, "list AGENT_ID", "List an agent's templates (the first is what new rooms copy)", cobra.ExactArgs(1),
+	list := listCmd(cf, "list AGENT_ID", "List an agent's templates (a new room runs the first unless jam room add --template names another)", cobra.ExactArgs(1),
 		func(a []string) string { return "/v1/agents/" + url.PathEscape(a[0]) + "/templates" },
 		"ID\tALIAS\tTRANSPORT\tPLACEMENT\tSANDBOX\tDESIRED",
 		func(out api.TemplateList) [][]string {
@@ -156,6 +158,14 @@ func newTemplateCmd(_ *globals) *cobra.Command {
 	var applyMode string
 	save := &cobra.Command{
 		Use: "save ID", Short: "Save an edited template at the next desired generation", Args: cobra.ExactArgs(1),
+		Long: `Save an edited template at the next desired generation.
+
+With --apply-mode new_sessions_only (the default) rooms keep their configuration and rooms
+joined later use the save. With apply_and_restart every room made from the template takes it
+(a dormant room at once, a live one at its turn boundary): the command waits for that, with
+a progress line on stderr, prints one line per room and runtime host, and fails when a room
+did not take it. --no-wait returns once the apply started (follow it with jam operation
+wait ID). -q prints only the template id and --json the saved template; both still wait.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body, err := sflags.body(cmd)
 			if err != nil {
@@ -168,11 +178,94 @@ func newTemplateCmd(_ *globals) *cobra.Command {
 			if applyMode != "" {
 				fields["apply_mode"], _ = json.Marshal(applyMode)
 			}
-			return sendJSON(cf, cmd, http.MethodPut, "/v1/templates/"+url.PathEscape(args[0]), fields)
+			return saveTemplate(cf, cmd, args[0], fields)
 		},
 	}
 	sflags.register(save)
-	save.Flags().StringVar(&applyMode, "apply-mode", "", "new_sessions_only (default) or apply_and_restart")
+	save.Flags().StringVar(&applyMode, "apply-mode", "", "new_sessions_only (default) or apply_and_restart (waits for every room to take the save, unless --no-wait)")
 	cmd.AddCommand(create, list, show, save)
 	return cmd
+}
+
+// saveTemplate PUTs a template and, when the save applies to existing rooms (202 with an
+// operation), waits for the apply unless --no-wait. Under --json and -q it prints the saved
+// template (or its id) at once; the exit status still says whether every room took it.
+func saveTemplate(cf *clientFlags, cmd *cobra.Command, id string, fields map[string]json.RawMessage) error {
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	raw, err := c.DoRaw(cmd.Context(), http.MethodPut, "/v1/templates/"+url.PathEscape(id), fields)
+	if err != nil {
+		return err
+	}
+	var saved api.TemplateSaveBody
+	if err := json.Unmarshal(raw, &saved); err != nil {
+		return fmt.Errorf("decode response: %w", err)
+	}
+	w := cmd.OutOrStdout()
+	human := !cf.json && !cf.quiet
+	if err := render(cf, cmd, raw, func(t api.TemplateSaveBody) error {
+		if t.Operation == nil {
+			_, err := fmt.Fprintf(w, "saved template %s at generation %d: new rooms use it; rooms made from it keep their configuration (save with --apply-mode apply_and_restart to change them)\n",
+				t.ID, t.DesiredGeneration)
+			return err
+		}
+		_, err := fmt.Fprintf(w, "saved template %s at generation %d; applying it to its rooms (operation %s)\n", t.ID, t.DesiredGeneration, t.Operation.ID)
+		return err
+	}); err != nil || saved.Operation == nil {
+		return err
+	}
+	started := api.OperationResource{ID: saved.Operation.ID, Kind: domain.OpKindTemplateApply, Status: domain.OperationRunning,
+		Target: api.OperationTarget{Kind: domain.TargetTemplate, ID: saved.ID.String()}, WorkflowID: saved.Operation.WorkflowID,
+		WorkflowURL: saved.Operation.WorkflowURL}
+	if cf.noWait {
+		if human {
+			fmt.Fprintf(w, "follow it: jam operation wait %s\n", started.ID)
+		}
+		return nil
+	}
+	op, err := c.WaitOperation(cmd.Context(), started, operationProgress(cmd))
+	if err != nil {
+		return err
+	}
+	if human && len(op.Result) > 0 {
+		var res contract.TemplateApplyResult
+		if err := json.Unmarshal(op.Result, &res); err != nil {
+			return fmt.Errorf("decode the apply's result: %w", err)
+		}
+		printApply(w, res, saved.Operation.Generation)
+	}
+	if op.Status == domain.OperationFailed {
+		return client.OperationError(op)
+	}
+	return nil
+}
+
+// printApply prints one line per room and runtime host of a template apply.
+func printApply(w io.Writer, res contract.TemplateApplyResult, generation int64) {
+	if res.Superseded {
+		fmt.Fprintf(w, "generation %d was superseded by a newer save before it applied: the newer one applies instead\n", generation)
+		return
+	}
+	for _, s := range res.Sessions {
+		if s.Error != "" {
+			fmt.Fprintf(w, "runtime session %s: did not take generation %d: %s\n", s.ID, generation, s.Error)
+			continue
+		}
+		fmt.Fprintf(w, "runtime session %s: took generation %d\n", s.ID, generation)
+	}
+	for _, h := range res.Hosts {
+		switch {
+		case h.Error != "":
+			fmt.Fprintf(w, "runtime host %s: not recreated for generation %d, its rooms keep their configuration: %s\n", h.ID, generation, h.Error)
+		case h.Replaced:
+			fmt.Fprintf(w, "runtime host %s: recreated for generation %d\n", h.ID, generation)
+		default:
+			fmt.Fprintf(w, "runtime host %s: not recreated for generation %d, its rooms keep their configuration\n", h.ID, generation)
+		}
+	}
+	if len(res.Sessions) == 0 && len(res.Hosts) == 0 {
+		fmt.Fprintf(w, "no room is made from this template: generation %d is what new rooms use\n", generation)
+	}
 }

@@ -286,8 +286,7 @@ func roomStarter(tc client.Client, st *store.Store) (*roomctl.Starter, error) {
 }
 
 // startWorkers starts a node's workers; it shares the node default (the host name) with every command.
-// probeCLIs: resolve the node's provider CLIs at start (jam worker: one node of a fleet).
-func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Store, probeCLIs bool) (*workers.Workers, error) {
+func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Store) (*workers.Workers, error) {
 	we, err := parseWorkerEnv(os.Environ(), o.Sbx, o.Logger)
 	if err != nil {
 		return nil, err
@@ -302,6 +301,6 @@ func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Sto
 		Logger: o.Logger.With("component", "worker"), Env: we.env, Lifecycle: we.lifecycle,
 		PermissionTimeout: we.permission, Pause: we.pause, MCP: we.mcp, QuestionTimeout: we.question, QuestionInline: we.questionInline,
 		Factories: we.factories, Fail: we.fail, MaxRuntimes: maxRuntimes(o.MaxRuntimes),
-		WorkflowCacheSize: we.workflowCache, ProbeCLIs: probeCLIs, HostStore: o.HostStore, ProcessGuard: guard,
+		WorkflowCacheSize: we.workflowCache, ProbeCLIs: we.probeCLIs, HostStore: o.HostStore, ProcessGuard: guard,
 	})
 }

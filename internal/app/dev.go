@@ -3,12 +3,16 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/devserver"
+	"github.com/jam-dev/jam/internal/privatefile"
 	"github.com/jam-dev/jam/internal/roomctl"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/workers"
@@ -101,7 +105,7 @@ func RunDev(ctx context.Context, o Options) (err error) {
 	}
 	defer tc.Close()
 
-	wk, err := startWorkers(ctx, o, tc, st, false)
+	wk, err := startWorkers(ctx, o, tc, st)
 	if err != nil {
 		return err
 	}
@@ -124,6 +128,20 @@ func RunDev(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+
+	// The jam CLI run with this data directory calls the address written here, so
+	// `--listen 127.0.0.1:0` needs no JAM_URL. The home lock makes this process the file's
+	// only writer while it runs; a clean stop removes it, and one a crash left names a dead
+	// address, which the CLI's connection error traces back to this file.
+	apiURL := clientURL(srv.listener.Addr())
+	urlFile := o.layout().APIURLFile()
+	if err := privatefile.Replace(urlFile, []byte(apiURL+"\n")); err != nil {
+		if stopErr := srv.shutdown(); stopErr != nil {
+			log.Warn("api shutdown", "error", stopErr)
+		}
+		return fmt.Errorf("write the API address to %s: %w", urlFile, err)
+	}
+	defer removeAPIURL(urlFile, apiURL, log)
 
 	tokenWhere := token.File
 	if tokenWhere == "" {
@@ -171,4 +189,32 @@ const EnvDevSuggestContinueAsNew = "JAM_DEV_SUGGEST_CONTINUE_AS_NEW_EVENTS"
 
 func devSuggestContinueAsNew(getenv func(string) string) (int, error) {
 	return positiveEnv(getenv, EnvDevSuggestContinueAsNew, "events")
+}
+
+// clientURL is the base URL a client on this machine calls to reach a listener: an
+// unspecified address (0.0.0.0, ::) is reached on loopback.
+func clientURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// removeAPIURL deletes the API address file at shutdown if it still names this process's
+// address (it is left alone if anything replaced it).
+func removeAPIURL(file, url string, log *slog.Logger) {
+	b, err := os.ReadFile(file)
+	if err != nil || strings.TrimSpace(string(b)) != url {
+		return
+	}
+	if err := os.Remove(file); err != nil {
+		log.Warn("remove the API address file", "file", file, "error", err)
+	}
 }

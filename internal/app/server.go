@@ -90,7 +90,7 @@ func RunWorker(ctx context.Context, o Options) error {
 	if err := contract.EnsureSearchAttributes(ctx, tc, o.Namespace, false); err != nil {
 		return err
 	}
-	wk, err := startWorkers(ctx, o, tc, st, true)
+	wk, err := startWorkers(ctx, o, tc, st)
 	if err != nil {
 		return err
 	}

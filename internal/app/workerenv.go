@@ -44,6 +44,8 @@ type workerEnv struct {
 	workflowCache int
 	// factories are the adapters the node runs (JAM_WORKER_PROVIDERS); nil is all of them.
 	factories map[domain.Provider]provider.Factory
+	// probeCLIs: resolve the node's provider CLIs at start (JAM_WORKER_PROBE_CLIS, default on).
+	probeCLIs bool
 }
 
 // The MCP endpoint's knobs.
@@ -57,6 +59,11 @@ const (
 	// envWorkflowCache is how many workflow executions the process keeps in memory between
 	// their tasks (workers.LimitWorkflowCache).
 	envWorkflowCache = "JAM_WORKFLOW_CACHE_SIZE"
+	// envProbeCLIs turns off ("0") the worker's resolution of its provider CLIs at start (a
+	// `--version` of each installed one, in the background): the node's CLIs then stay
+	// unprobed until `jam node probe`. For a machine that starts many nodes at once (the
+	// test suite), where those probes are what costs; on by default.
+	envProbeCLIs = "JAM_WORKER_PROBE_CLIS"
 )
 
 // parseWorkerEnv parses environ (os.Environ at start); sbxFlag is --sbx, which wins over
@@ -100,9 +107,17 @@ func parseWorkerEnv(environ []string, sbxFlag string, log *slog.Logger) (workerE
 	if err != nil {
 		return workerEnv{}, err
 	}
+	probeCLIs := true
+	switch v := getenv(envProbeCLIs); v {
+	case "", "1", "true":
+	case "0", "false":
+		probeCLIs = false
+	default:
+		return workerEnv{}, fmt.Errorf("worker configuration: %s=%q: want 1 or 0", envProbeCLIs, v)
+	}
 	return workerEnv{env: env, sbx: sbx, lifecycle: lifecycle, permission: perm, question: question,
 		questionInline: inline, pause: faults.FromEnv(getenv), fail: faults.FailFromEnv(getenv), mcp: mcp, factories: factories,
-		workflowCache: cache}, nil
+		workflowCache: cache, probeCLIs: probeCLIs}, nil
 }
 
 // workflowCacheSize is JAM_WORKFLOW_CACHE_SIZE: 0 when unset (the default), else a positive

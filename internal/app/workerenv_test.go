@@ -107,3 +107,18 @@ func TestTheWorkerRunsOnlyTheProvidersItIsGiven(t *testing.T) {
 		t.Errorf("a family without an adapter: %v", err)
 	}
 }
+
+// Every worker, jam dev's too, resolves its provider CLIs at start unless
+// JAM_WORKER_PROBE_CLIS=0 says not to; anything else there stops it, naming the variable.
+func TestTheStartCLIProbeIsOnUnlessTurnedOff(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for env, want := range map[string]bool{"": true, "1": true, "true": true, "0": false, "false": false} {
+		we, err := parseWorkerEnv([]string{envProbeCLIs + "=" + env}, "", log)
+		if err != nil || we.probeCLIs != want {
+			t.Errorf("%s=%q: probe %v, %v; want %v", envProbeCLIs, env, we.probeCLIs, err, want)
+		}
+	}
+	if _, err := parseWorkerEnv([]string{envProbeCLIs + "=later"}, "", log); err == nil || !strings.Contains(err.Error(), envProbeCLIs) {
+		t.Errorf("a malformed %s: %v", envProbeCLIs, err)
+	}
+}

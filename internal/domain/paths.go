@@ -27,6 +27,10 @@ func (l Layout) HostStore() string {
 // APITokenFile holds the generated operator token (mode 0600).
 func (l Layout) APITokenFile() string { return filepath.Join(l.Root, "api-token") }
 
+// APIURLFile holds the base URL of the API a running `jam dev` serves (mode 0600), so the
+// jam CLI with the same data directory finds it when --listen picked another port.
+func (l Layout) APIURLFile() string { return filepath.Join(l.Root, "api-url") }
+
 // StoreFile is the SQLite store used by `jam dev`.
 func (l Layout) StoreFile() string { return filepath.Join(l.Root, "jam.db") }
 
