@@ -190,7 +190,10 @@ func (s *Server) saveTemplate(c *gin.Context) error {
 // the operator's files (a supervised PTY child, rollback of Jam's overlay) is not built, and
 // running a plain `sbx create` instead would silently ignore the operator's files. With
 // nodes live and none of them having an adapter for its transport, every room made from it
-// would fail; with no live node nothing can be judged, and the save stands.
+// would fail; with no live node nothing can be judged, and the save stands. Otherwise the live
+// nodes that run it are asked at once, bounded (checkTemplateOn): the save is refused when
+// every node that answered lacks a variable its env_allowlist names or, host-native, its
+// command.
 func (s *Server) requireRunnable(ctx context.Context, cfg domain.TemplateConfig) error {
 	if cfg.Sandbox.Enabled && cfg.Sandbox.ConfigurationSource == domain.ConfigDockerEnvironment {
 		return &Error{Status: http.StatusUnprocessableEntity, Code: domain.CodePrecondition,
@@ -208,21 +211,15 @@ func (s *Server) requireRunnable(ctx context.Context, cfg domain.TemplateConfig)
 	if err != nil {
 		return err
 	}
-	live := false
-	for _, n := range nodes {
-		if now.Sub(n.HeartbeatAt) > domain.NodeStaleAfter {
-			continue
-		}
-		if n.Runs(row.Provider) {
-			return nil
-		}
-		live = true
-	}
-	if !live {
+	runners, live := liveRunners(nodes, now, row.Provider)
+	switch {
+	case !live:
 		return nil
+	case len(runners) == 0:
+		return &Error{Status: http.StatusUnprocessableEntity, Code: domain.CodePrecondition,
+			Message: fmt.Sprintf("no live node has a runtime adapter for %s (transport %s); its rooms could never start", row.Label, cfg.Transport)}
 	}
-	return &Error{Status: http.StatusUnprocessableEntity, Code: domain.CodePrecondition,
-		Message: fmt.Sprintf("no live node has a runtime adapter for %s (transport %s); its rooms could never start", row.Label, cfg.Transport)}
+	return s.checkTemplateOn(ctx, cfg, row, runners)
 }
 
 // retryFailed tells the template's rooms that cannot start that it changed, so each tries

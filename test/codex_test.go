@@ -215,16 +215,21 @@ func TestACodexCommandApprovalIsDecidedWithTheCLI(t *testing.T) {
 	awaitReply(t, c, m, 2*time.Minute)
 }
 
-// A Codex template on a node without codex: the session says why, and it makes one start
-// attempt in all — not one per Reconcile period, not one per message (issue 18).
+// A Codex template on a node without codex: the session says why and how to fix it, and it
+// makes one start attempt in all — not one per Reconcile period, not one per message (issue
+// 18). A save naming a command the node lacks is refused (TestATemplateTheNodeCannotRunIsRefusedAtSave),
+// so the command goes away after the save, as an uninstall would.
 func TestACodexRoomOnANodeWithoutCodexFailsOnceAndSaysWhy(t *testing.T) {
 	t.Parallel()
 	home := filepath.Join(t.TempDir(), "jam-home")
 	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(), "JAM_RECONCILE_INTERVAL_SECS=2"))
 	c := d.client
-	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportCodexAppServer, Command: "/nonexistent/codex"}
+	codex := filepath.Join(t.TempDir(), "codex")
+	must(t, os.WriteFile(codex, []byte("#!/bin/sh\necho codex-cli 0.0.1\n"), 0o755))
+	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportCodexAppServer, Command: codex}
 	agent := codexAgent(t, c, "codex", tmpl)
 	room, session := roomWith(t, c, "lab", agent)
+	must(t, os.Remove(codex))
 	postText(t, c, room.ID, "hello?")
 	var s api.SessionBody
 	wait.Eventually(t, time.Minute, func() bool {
@@ -232,7 +237,8 @@ func TestACodexRoomOnANodeWithoutCodexFailsOnceAndSaysWhy(t *testing.T) {
 		return s.Failure != nil
 	}, "the session to report a failure")
 	if s.Presence != domain.PresenceFailed || s.Failure.Class != domain.FailureExecutableRefused ||
-		!strings.Contains(s.Failure.Reason, "/nonexistent/codex") || !strings.Contains(s.Failure.Reason, "does not exist") {
+		!strings.Contains(s.Failure.Reason, "the template's command "+codex+": does not exist") ||
+		!strings.Contains(s.Failure.Reason, "--command /absolute/path") {
 		t.Fatalf("session presence %s failure %+v", s.Presence, s.Failure)
 	}
 	attempts := func() int {

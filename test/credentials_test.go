@@ -24,7 +24,8 @@ import (
 // room told nothing). With the real CLIs through jam dev: each session is held failed
 // (credential_missing) after one prepare, its room told once, and no further start comes
 // while Reconcile runs every 2 s; jam dev restarted on the same home with the variable set
-// answers each queued message once.
+// answers each queued message once. (The templates are saved while the node has the
+// variable: a save naming one no live node sets is refused.)
 func TestAnUnsetKeyVariableFailsOnceAndARestartedNodeAnswers(t *testing.T) {
 	t.Parallel()
 	realagent.Require(t, "codex")
@@ -36,7 +37,9 @@ func TestAnUnsetKeyVariableFailsOnceAndARestartedNodeAnswers(t *testing.T) {
 		return ownedEnv(t, state, append([]string{"JAM_RECONCILE_INTERVAL_SECS=2", "CODEX_HOME=" + codexHome,
 			"COPILOT_HOME=" + copilot}, extra...)...)
 	}
-	d := startDevEnv(t, home, env()) // STUB_MODEL_KEY is not set on the node
+	// The templates are saved while the node sets the variable (a save naming a variable no
+	// live node sets is refused); the node then restarts without it.
+	d := startDevEnv(t, home, env("STUB_MODEL_KEY=x"))
 	c := d.client
 	type room struct {
 		name          string
@@ -49,7 +52,12 @@ func TestAnUnsetKeyVariableFailsOnceAndARestartedNodeAnswers(t *testing.T) {
 		agent := codexAgent(t, c, r.name, r.tmpl)
 		rb, session := roomWith(t, c, r.name+"-room", agent)
 		r.room, r.session = rb.ID, session
-		r.msg = postText(t, c, rb.ID, "are you there, "+r.name+"?")
+	}
+	d.stop(t)
+	d = startDevEnv(t, home, env()) // STUB_MODEL_KEY is not set on the node
+	c = d.client
+	for _, r := range rooms {
+		r.msg = postText(t, c, r.room, "are you there, "+r.name+"?")
 	}
 	for _, r := range rooms {
 		awaitEvent(t, c, r.room, domain.EventRuntimeFailed, func(p json.RawMessage) bool {

@@ -122,10 +122,14 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	// A room whose runtime cannot start (its command does not exist) holds failed; a restart
 	// retries and fails the same way; a template edit to a command that runs retries again and
 	// the waiting message is answered.
+	// (The command goes away after the save: a save naming a command the node lacks is refused.)
 	var broken api.AgentBody
-	bad := domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, Command: "/nonexistent/jam-agent"}
+	gone := filepath.Join(t.TempDir(), "jam-agent")
+	must(t, os.WriteFile(gone, []byte("#!/bin/sh\nexit 1\n"), 0o755))
+	bad := domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, Command: gone}
 	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "broken", Kind: domain.AgentOwned, Template: &bad}, &broken))
 	room2, session2 := roomWith(t, c, "broken", broken.ID)
+	must(t, os.Remove(gone))
 	waiting := postText(t, c, room2.ID, "anyone?")
 	awaitPhase(t, c, session2, domain.PhaseFailed, 60*time.Second)
 	must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session2.String()+"/restart", nil, nil))

@@ -23,9 +23,12 @@ import (
 )
 
 // ownedEnv is the environment a jam process needs to run owned agents on the test agent:
-// the freshly built binary as the default provider and a private state directory for it.
+// the freshly built binary as the default provider and a private state directory for it,
+// and the variable sandboxedAgent's template passes to its guest (a template naming a
+// variable no live node sets is refused at save).
 func ownedEnv(t *testing.T, stateDir string, extra ...string) []string {
-	return append([]string{"JAM_JAM_TESTAGENT_BIN=" + testagent.Binary(t), "JAM_TESTAGENT_STATE_DIR=" + stateDir}, extra...)
+	return append([]string{"JAM_JAM_TESTAGENT_BIN=" + testagent.Binary(t), "JAM_TESTAGENT_STATE_DIR=" + stateDir,
+		"TEST_GUEST_VALUE=from-the-host"}, extra...)
 }
 
 // roomWith creates a room with the human ada and adds agent to it; it returns the room and

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,9 +83,11 @@ func TestApplyAndRestartReachesEveryRoomAndAFailedReplacementKeepsTheOldConfigur
 		t.Fatalf("after the apply the runtime runs the new configuration on the same thread: %q", r.Text)
 	}
 
-	// A replacement that cannot start.
+	// A replacement that cannot start: its command exits at once (one the node lacks is
+	// refused at save).
 	broken := cfg
-	broken.Command = "/nonexistent/jam-agent"
+	broken.Command = filepath.Join(t.TempDir(), "exits-at-once")
+	must(t, os.WriteFile(broken.Command, []byte("#!/bin/sh\nexit 1\n"), 0o755))
 	failed := saveApplied(t, c, saved.TemplateBody, broken)
 	s := awaitConfig(t, c, live, 60*time.Second, func(s api.SessionBody) bool {
 		return s.PendingChange != nil && s.PendingChange.Status == domain.PendingFailed

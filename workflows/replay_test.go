@@ -38,7 +38,7 @@ func TestRecordedHistoriesReplayOnTodaysCode(t *testing.T) {
 			// a child workflow it started must resolve too.
 			for _, w := range []any{RoomSession, RuntimeHost, Reconcile, TemplateApply, WorkspaceOp, HostCleanup,
 				CheckpointDeletion, ContinuityReset, NodeProbe, SandboxProbe, SandboxInventory, ContinuityInspection,
-				CleanupInspection, HostMeasure, RemovalInspection, HostNetwork, GitHubReadiness} {
+				CleanupInspection, HostMeasure, RemovalInspection, HostNetwork, GitHubReadiness, TemplateCheck} {
 				r.RegisterWorkflow(w)
 			}
 			log := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -194,7 +194,8 @@ func parseNodeID(typ, id string) (string, error) {
 // WorkflowTypes are every Jam workflow type.
 var WorkflowTypes = []string{TypeRoomSession, TypeReconcile, TypeRuntimeHost, TypeTemplateApply, TypeWorkspaceOp,
 	TypeHostCleanup, TypeContinuityReset, TypeCheckpointDeletion, TypeNodeProbe, TypeSandboxProbe, TypeSandboxInventory,
-	TypeContinuityInspection, TypeCleanupInspection, TypeHostMeasure, TypeRemovalInspection, TypeHostNetwork, TypeGitHubReadiness}
+	TypeContinuityInspection, TypeCleanupInspection, TypeHostMeasure, TypeRemovalInspection, TypeHostNetwork, TypeGitHubReadiness,
+	TypeTemplateCheck}
 
 // IsWorkflowType reports whether name is a Jam workflow type.
 func IsWorkflowType(name string) bool {

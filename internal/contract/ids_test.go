@@ -90,3 +90,25 @@ func TestNodeNamesRoundTripThroughQueuesAndProbeIDs(t *testing.T) {
 		}
 	}
 }
+
+// A template check is one node's question: the same question shares a run, another gets its
+// own, and the id names the node.
+func TestTemplateCheckIDsNameTheNodeAndTheQuestion(t *testing.T) {
+	in := TemplateCheckInput{Node: "worker-1", Transport: "acp", Env: []string{"A"}}
+	other := in
+	other.Env = []string{"B"}
+	if TemplateCheckID(in) != TemplateCheckID(in) || TemplateCheckID(in) == TemplateCheckID(other) {
+		t.Fatalf("ids %q %q", TemplateCheckID(in), TemplateCheckID(other))
+	}
+	if node, err := ParseTemplateCheckID(TemplateCheckID(in)); err != nil || node != "worker-1" {
+		t.Fatalf("parse: %q %v", node, err)
+	}
+	if typ, err := ParseWorkflowType(TemplateCheckID(in)); err != nil || typ != TypeTemplateCheck {
+		t.Fatalf("type: %q %v", typ, err)
+	}
+	for _, bad := range []string{TypeTemplateCheck + ":worker-1", TypeTemplateCheck + ":worker-1/xyz", TypeTemplateCheck + ":/0123456789ab"} {
+		if _, err := ParseTemplateCheckID(bad); err == nil {
+			t.Errorf("parse(%q) accepted", bad)
+		}
+	}
+}

@@ -45,6 +45,7 @@ var startPolicies = map[string]StartPolicy{
 	TypeHostNetwork:          probe(HostNetworkTimeout),
 	TypeRemovalInspection:    probe(RemovalInspectionTimeout),
 	TypeGitHubReadiness:      probe(GitHubReadinessTimeout),
+	TypeTemplateCheck:        probe(TemplateCheckTimeout),
 }
 
 func probe(bound time.Duration) StartPolicy {

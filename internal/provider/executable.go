@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/procgroup"
 )
 
@@ -115,23 +116,33 @@ type Candidate struct {
 }
 
 // ResolutionRefusal is the typed refusal: no candidate was acceptable. Callers must not
-// fall back to spawning the bare command name.
+// fall back to spawning the bare command name. Its message names where the command was
+// looked for, why each candidate was refused, and what fixes it.
 type ResolutionRefusal struct {
 	Command    string
 	Candidates []Candidate
 	// Searched counts the distinct absolute PATH directories searched; it matters only
 	// when there were no candidates at all.
 	Searched int
+	// EnvVar is the environment default consulted (JAM_<COMMAND>_BIN); "" is EnvVarFor(Command).
+	EnvVar string
 }
 
 func (r *ResolutionRefusal) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "executable %q refused", r.Command)
-	if len(r.Candidates) == 0 {
-		fmt.Fprintf(&b, ": not found on PATH (%d directories searched)", r.Searched)
+	fmt.Fprintf(&b, "executable %q refused: ", r.Command)
+	if len(r.Candidates) == 1 && r.Candidates[0].Source != SourcePath {
+		// A named choice, verified and refused, never replaced: what named it is the fix.
+		c := r.Candidates[0]
+		fmt.Fprintf(&b, "%s %s: %s; %s", r.namedBy(c.Source), c.Path, c.Reason, r.Fix())
 		return b.String()
 	}
-	fmt.Fprintf(&b, ": %d candidate(s): ", len(r.Candidates))
+	if len(r.Candidates) == 0 {
+		fmt.Fprintf(&b, "not found on PATH (%d directories searched); %s", r.Searched, r.Fix())
+		return b.String()
+	}
+	// The fix before the candidates: a long list may be cut where it is shown.
+	fmt.Fprintf(&b, "no copy on PATH is usable (%s): %d candidate(s): ", r.Fix(), len(r.Candidates))
 	for i, c := range r.Candidates {
 		if i > 0 {
 			b.WriteString("; ")
@@ -143,6 +154,45 @@ func (r *ResolutionRefusal) Error() string {
 		}
 	}
 	return b.String()
+}
+
+// namedBy says who chose a named candidate, for people.
+func (r *ResolutionRefusal) namedBy(src ExecutableSource) string {
+	switch src {
+	case SourceExplicit:
+		return "the template's command"
+	case SourceEnvironment:
+		return r.envVar() + " in the worker's environment names"
+	case SourcePin:
+		return "the pin table (setting " + domain.SettingProviderExecutables + ") names"
+	}
+	return string(src)
+}
+
+func (r *ResolutionRefusal) envVar() string {
+	if r.EnvVar != "" {
+		return r.EnvVar
+	}
+	return EnvVarFor(r.Command)
+}
+
+// Fix says what makes the command resolve, by what was refused: a named choice is corrected
+// where it was made; a command missing from PATH is installed there, or named.
+func (r *ResolutionRefusal) Fix() string {
+	cmd, env := r.Command, r.envVar()
+	if len(r.Candidates) == 1 && r.Candidates[0].Source != SourcePath {
+		switch r.Candidates[0].Source {
+		case SourceExplicit:
+			return fmt.Sprintf("install %[1]s at that path on the node, or give the template the absolute path of an installed %[1]s "+
+				"(--command /absolute/path), or no command, to resolve %[1]s from %[2]s, the pin table or PATH", cmd, env)
+		case SourceEnvironment:
+			return fmt.Sprintf("set %s to the absolute path of an installed %s, or unset it, where the worker starts, and restart the worker", env, cmd)
+		case SourcePin:
+			return fmt.Sprintf("change or remove the %s entry of the setting %s", cmd, domain.SettingProviderExecutables)
+		}
+	}
+	return fmt.Sprintf("install %[1]s on the node's PATH, give the template its absolute path (--command /absolute/path), "+
+		"or set %[2]s=/absolute/path/to/%[1]s where the worker starts", cmd, env)
 }
 
 // Unwrap lets callers classify any refusal with errors.Is(err, ErrExecutableRefused).
@@ -177,8 +227,43 @@ func ResolveExecutable(ctx context.Context, req ExecutableRequest) (ResolvedExec
 	if !isBareCommand(req.Command) {
 		return ResolvedExecutable{}, fmt.Errorf("resolve executable %q: %w", req.Command, ErrInvalidCommand)
 	}
+	if path, src, ok := namedChoice(req); ok {
+		return resolveNamed(ctx, req, path, src)
+	}
+	return resolvePath(ctx, req)
+}
+
+// LocateExecutable answers whether req.Command would resolve, running nothing: the sources
+// ResolveExecutable consults, in its order, each candidate checked only for existence and
+// the executable bit (no version probe). A named choice is verified and never replaced; on
+// PATH the first usable copy answers (ResolveExecutable would choose among the usable ones
+// by version, and refuse a copy whose probe fails). The result has no Version.
+func LocateExecutable(req ExecutableRequest) (ResolvedExecutable, error) {
+	if !isBareCommand(req.Command) {
+		return ResolvedExecutable{}, fmt.Errorf("locate executable %q: %w", req.Command, ErrInvalidCommand)
+	}
+	if path, src, ok := namedChoice(req); ok {
+		c := Candidate{Path: path, Source: src}
+		if c.Reason = verifyFile(path); c.Reason != "" {
+			return ResolvedExecutable{}, &ResolutionRefusal{Command: req.Command, Candidates: []Candidate{c}, EnvVar: req.EnvVar}
+		}
+		return ResolvedExecutable{Path: path, Source: src}, nil
+	}
+	cands, searched := pathCandidates(req)
+	for _, c := range cands {
+		if c.Reason == "" {
+			return ResolvedExecutable{Path: c.Path, Source: SourcePath}, nil
+		}
+	}
+	return ResolvedExecutable{}, &ResolutionRefusal{Command: req.Command, Candidates: cands, Searched: searched, EnvVar: req.EnvVar}
+}
+
+// namedChoice is the executable someone named for req.Command, in ResolveExecutable's order:
+// the template's explicit path, the environment default, the pin. ok is false when none did,
+// and PATH decides.
+func namedChoice(req ExecutableRequest) (path string, src ExecutableSource, ok bool) {
 	if req.Explicit != "" {
-		return resolveNamed(ctx, req, req.Explicit, SourceExplicit)
+		return req.Explicit, SourceExplicit, true
 	}
 	envVar := req.EnvVar
 	if envVar == "" {
@@ -186,13 +271,13 @@ func ResolveExecutable(ctx context.Context, req ExecutableRequest) (ResolvedExec
 	}
 	if req.Env != nil {
 		if p := req.Env(envVar); p != "" {
-			return resolveNamed(ctx, req, p, SourceEnvironment)
+			return p, SourceEnvironment, true
 		}
 	}
 	if p, ok := req.Pins[req.Command]; ok {
-		return resolveNamed(ctx, req, p, SourcePin)
+		return p, SourcePin, true
 	}
-	return resolvePath(ctx, req)
+	return "", "", false
 }
 
 // resolveNamed verifies a path someone chose. Its version is recorded when it reports one,
@@ -200,7 +285,7 @@ func ResolveExecutable(ctx context.Context, req ExecutableRequest) (ResolvedExec
 func resolveNamed(ctx context.Context, req ExecutableRequest, path string, src ExecutableSource) (ResolvedExecutable, error) {
 	c := Candidate{Path: path, Source: src}
 	if c.Reason = verifyFile(path); c.Reason != "" {
-		return ResolvedExecutable{}, &ResolutionRefusal{Command: req.Command, Candidates: []Candidate{c}}
+		return ResolvedExecutable{}, &ResolutionRefusal{Command: req.Command, Candidates: []Candidate{c}, EnvVar: req.EnvVar}
 	}
 	_ = probe(ctx, req, &c) // a failing probe only leaves Version empty
 	if err := ctx.Err(); err != nil {
@@ -209,43 +294,16 @@ func resolveNamed(ctx context.Context, req ExecutableRequest, path string, src E
 	return ResolvedExecutable{Path: path, Version: c.Version, Source: src}, nil
 }
 
-// resolvePath asks every copy of the command on PATH for its version.
+// resolvePath asks every usable copy of the command on PATH for its version.
 func resolvePath(ctx context.Context, req ExecutableRequest) (ResolvedExecutable, error) {
-	refusal := &ResolutionRefusal{Command: req.Command}
-	seenDirs := map[string]bool{}
-	seenFiles := map[string]bool{}
+	cands, searched := pathCandidates(req)
+	refusal := &ResolutionRefusal{Command: req.Command, Searched: searched, EnvVar: req.EnvVar}
 	best := -1
-	for _, dir := range filepath.SplitList(req.PATH) {
+	for _, c := range cands {
 		if ctx.Err() != nil {
 			break
 		}
-		// Relative entries would make the result depend on the working directory.
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue
-		}
-		key := filepath.Clean(dir)
-		if real, err := filepath.EvalSymlinks(dir); err == nil {
-			key = real
-		}
-		if seenDirs[key] {
-			continue
-		}
-		seenDirs[key] = true
-		refusal.Searched++
-
-		path := filepath.Join(dir, req.Command)
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			continue
-		}
-		// Two directories may link to one binary; asking it twice adds nothing.
-		if real, err := filepath.EvalSymlinks(path); err == nil {
-			if seenFiles[real] {
-				continue
-			}
-			seenFiles[real] = true
-		}
-		c := Candidate{Path: path, Source: SourcePath}
-		if c.Reason = verifyFile(path); c.Reason == "" {
+		if c.Reason == "" {
 			if err := probe(ctx, req, &c); err != nil {
 				c.Reason = err.Error()
 			} else if c.Version == "" {
@@ -270,6 +328,44 @@ func resolvePath(ctx context.Context, req ExecutableRequest) (ResolvedExecutable
 	}
 	w := refusal.Candidates[best]
 	return ResolvedExecutable{Path: w.Path, Version: w.Version, Source: SourcePath}, nil
+}
+
+// pathCandidates lists the copies of req.Command on req.PATH in PATH order, each verified
+// (Reason says why it cannot be executed, "" when it can), and how many distinct absolute
+// directories were searched. Relative entries are skipped, and a directory or a binary
+// reached twice through links is listed once. It runs nothing.
+func pathCandidates(req ExecutableRequest) ([]Candidate, int) {
+	var cands []Candidate
+	seenDirs := map[string]bool{}
+	seenFiles := map[string]bool{}
+	for _, dir := range filepath.SplitList(req.PATH) {
+		// Relative entries would make the result depend on the working directory.
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		key := filepath.Clean(dir)
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			key = real
+		}
+		if seenDirs[key] {
+			continue
+		}
+		seenDirs[key] = true
+
+		path := filepath.Join(dir, req.Command)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue
+		}
+		// Two directories may link to one binary; asking it twice adds nothing.
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			if seenFiles[real] {
+				continue
+			}
+			seenFiles[real] = true
+		}
+		cands = append(cands, Candidate{Path: path, Source: SourcePath, Reason: verifyFile(path)})
+	}
+	return cands, len(seenDirs)
 }
 
 // verifyFile returns why path cannot be executed as given, or "" when it can.
