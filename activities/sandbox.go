@@ -60,7 +60,7 @@ func (s *Sandbox) ProbeSandboxSupport(ctx context.Context, _ ProbeSandboxInput) 
 func (s *Sandbox) Driver(ctx context.Context) (*sandbox.Driver, error) {
 	path, err := sandbox.Locate(s.Sbx, s.PATH)
 	if err != nil {
-		return nil, contract.Fail("no usable sbx on this node: "+err.Error(), domain.ErrTypeSandboxUnavailable, err)
+		return nil, contract.Fail("no usable sbx on this node: "+sandbox.LocateProblem(s.Sbx, err), domain.ErrTypeSandboxUnavailable, err)
 	}
 	s.mu.Lock()
 	d, ok := s.drivers[path]

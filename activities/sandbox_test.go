@@ -3,6 +3,7 @@ package activities_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/jam-dev/jam/internal/checkpoint"
 	"github.com/jam-dev/jam/internal/contract"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/sandbox"
 	"github.com/jam-dev/jam/internal/store"
 	"github.com/jam-dev/jam/internal/testsupport/fakesbx"
 	"github.com/jam-dev/jam/internal/testsupport/teststore"
@@ -218,4 +220,16 @@ func TestAStartingNodeStopsItsSandboxesWhoseHostsMovedAway(t *testing.T) {
 	// On another node (the host's record names n1), the same sandbox is one that moved away.
 	require.Equal(t, []string{w.host.SandboxName}, sweep("n0"))
 	require.Equal(t, domain.SandboxStopped, status())
+}
+
+// On a node without sbx the inventory fails as sandbox_unavailable, saying so for people (the
+// API answers it as a precondition: TestASandboxInventoryOfANodeWithoutSbxSaysWhy).
+func TestASandboxInventoryWithoutSbxIsSandboxUnavailable(t *testing.T) {
+	t.Parallel()
+	acts := &activities.Sandbox{PATH: t.TempDir(), Store: teststore.SQLite(t), Layout: domain.Layout{Root: t.TempDir()}}
+	_, err := acts.SandboxInventory(context.Background(), activities.SandboxInventoryInput{})
+	_, msg, _ := contract.Classify(err)
+	if !contract.Is(err, domain.ErrTypeSandboxUnavailable) || msg != "no usable sbx on this node: "+sandbox.LocateProblem("", exec.ErrNotFound) {
+		t.Fatalf("inventory without sbx: %v (%q)", err, msg)
+	}
 }

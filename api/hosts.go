@@ -269,7 +269,9 @@ func (s *Server) resetSessionSandbox(c *gin.Context) error {
 }
 
 // sandboxInventory asks one node's worker to classify its sandboxes and owner markers. It
-// reads only; no disposition authorizes a mutation.
+// reads only; no disposition authorizes a mutation. A node without a usable `sbx` has no
+// inventory to give: that is the operator's precondition to fix (422, saying why), not the
+// node failing (an empty inventory would claim "no sandboxes" where Jam cannot look).
 func (s *Server) sandboxInventory(c *gin.Context) error {
 	node, err := s.nodeQuery(c)
 	if err != nil {
@@ -278,6 +280,11 @@ func (s *Server) sandboxInventory(c *gin.Context) error {
 	var out sandbox.Inventory
 	run, err := s.askNode(c, node, contract.SandboxInventoryID(node), contract.SandboxInventoryTimeout, contract.TypeSandboxInventory, &out)
 	if err != nil {
+		if _, why, ok := contract.Classify(err); ok && contract.Is(err, domain.ErrTypeSandboxUnavailable) {
+			why = strings.TrimPrefix(why, "no usable sbx on this node: ")
+			return &Error{Status: http.StatusUnprocessableEntity, Code: domain.CodePrecondition, Cause: err,
+				Message: fmt.Sprintf("node %s has no usable sbx, so its sandboxes cannot be listed: %s (`jam sandbox support --node %s` says more)", node, why, node)}
+		}
 		return err
 	}
 	c.JSON(http.StatusOK, SandboxInventoryBody{Node: node, Inventory: out, WorkflowID: run.GetID()})

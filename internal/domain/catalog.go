@@ -2,6 +2,7 @@ package domain
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -216,6 +217,30 @@ func LookupTransport(t Transport) (TransportSpec, bool) {
 		}
 	}
 	return TransportSpec{}, false
+}
+
+// TemplateTransports are the transports a runtime template may choose: the catalog's rows Jam
+// runs that are not legacy (attach-inbox describes attached agents; pty loads from old
+// records only).
+func TemplateTransports() []Transport {
+	var out []Transport
+	for _, s := range transportCatalog {
+		if s.Owned && !s.Legacy {
+			out = append(out, s.Transport)
+		}
+	}
+	return out
+}
+
+// unknownTransport refuses a transport name the catalog does not know, listing only the
+// transports a template may choose (the enum's own message would list the ones it refuses
+// next, too).
+func unknownTransport() *ValidationError {
+	names := make([]string, 0, len(transportCatalog))
+	for _, t := range TemplateTransports() {
+		names = append(names, string(t))
+	}
+	return &ValidationError{Field: Transports.Name(), Detail: "must be one of " + strings.Join(names, ", ")}
 }
 
 // HasCell reports whether the transport publishes the cell.

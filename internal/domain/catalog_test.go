@@ -194,3 +194,37 @@ func TestEveryOwnedTransportNamesItsStateAndReadiness(t *testing.T) {
 		}
 	}
 }
+
+// An unknown transport is refused with the transports a template may choose, and only those:
+// attach-inbox (attached agents) and pty (legacy) are refused when named, so listing them
+// as valid would send people to a second refusal.
+func TestAnUnknownTransportListsOnlyTheTransportsATemplateMayUse(t *testing.T) {
+	t.Parallel()
+	var body struct {
+		Transport Transport `json:"transport"`
+	}
+	decodeErr := json.Unmarshal([]byte(`{"transport":"gemini"}`), &body)
+	validateErr := TemplateConfig{Alias: "d", Transport: "gemini"}.Validate()
+	for _, err := range []error{decodeErr, validateErr} {
+		vs, ok := AsValidations(err)
+		if !ok || len(vs) == 0 || vs[0].Field != "transport" {
+			t.Fatalf("unknown transport: %v", err)
+		}
+		for _, tr := range TemplateTransports() {
+			if !strings.Contains(vs[0].Detail, string(tr)) {
+				t.Errorf("%q does not list %s", vs[0].Detail, tr)
+			}
+		}
+		for _, refused := range []Transport{TransportAttachInbox, TransportPTY} {
+			if strings.Contains(vs[0].Detail, string(refused)) {
+				t.Errorf("%q lists %s, which a template cannot use", vs[0].Detail, refused)
+			}
+		}
+	}
+	// Records that name them still load.
+	for _, tr := range []Transport{TransportAttachInbox, TransportPTY} {
+		if err := json.Unmarshal([]byte(`{"transport":"`+string(tr)+`"}`), &body); err != nil || body.Transport != tr {
+			t.Errorf("%s does not load: %v", tr, err)
+		}
+	}
+}

@@ -43,7 +43,15 @@ var Transports = NewEnum("transport",
 	TransportCodexAppServer, TransportCopilotSDK, TransportClaudeCodeCLI, TransportACP,
 	TransportOpenCode, TransportCursorACP, TransportAttachInbox, TransportPTY)
 
-func (v *Transport) UnmarshalText(b []byte) error { return unmarshalEnum(Transports, b, v) }
+// UnmarshalText accepts every transport (records of attached agents and legacy ones load);
+// an unknown name is refused with the transports a template may choose.
+func (v *Transport) UnmarshalText(b []byte) error {
+	if !Transports.Has(Transport(b)) {
+		return unknownTransport()
+	}
+	*v = Transport(b)
+	return nil
+}
 
 // Placement says whether a runtime host serves one session or every room of an agent.
 type Placement string

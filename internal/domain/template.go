@@ -135,7 +135,7 @@ func (c TemplateConfig) Validate() error {
 	case c.Transport == "":
 		v.Add("transport", "required")
 	case !ok:
-		v.AddErr("transport", mustParse(Transports, string(c.Transport)))
+		v.AddErr("transport", unknownTransport())
 	case spec.Legacy:
 		v.Add("transport", fmt.Sprintf("%s is a legacy transport and can no longer run; choose another transport", c.Transport))
 	case !spec.Owned:

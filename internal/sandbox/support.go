@@ -59,6 +59,14 @@ func Locate(explicit, path string) (string, error) {
 	return "", exec.ErrNotFound
 }
 
+// LocateProblem says, for people, why Locate(explicit, …) found no `sbx` (err is its error).
+func LocateProblem(explicit string, err error) string {
+	if explicit != "" {
+		return EnvSbx + " " + explicit + " is not an executable: " + err.Error()
+	}
+	return "no sbx executable: install Docker Sandboxes or set " + EnvSbx
+}
+
 // Probe classifies this node's sandbox support within ReadOnlyTimeout in all: absent (no
 // `sbx`), too old, daemon down (`sbx` answers but cannot list sandboxes), or ok. It never
 // fails: the answer is the classification.
@@ -68,10 +76,7 @@ func Probe(ctx context.Context, explicit, path string, env []string) Support {
 	s := Support{CheckedAt: time.Now().UTC()}
 	p, err := Locate(explicit, path)
 	if err != nil {
-		s.Status, s.Detail = domain.SandboxAbsent, "no sbx executable: install Docker Sandboxes or set "+EnvSbx
-		if explicit != "" {
-			s.Detail = EnvSbx + " " + explicit + " is not an executable: " + err.Error()
-		}
+		s.Status, s.Detail = domain.SandboxAbsent, LocateProblem(explicit, err)
 		return s
 	}
 	s.Path = p
