@@ -179,6 +179,17 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 			fmt.Sprintf("transport %q is not run by Jam", hs.Config.Transport), domain.ErrTypeUnsupportedTransport, nil)
 	}
 	worker := r.Env
+	if err := missingEnv(ctx, row, hs, r.Node, worker); err != nil {
+		return PrepareRuntimeResult{}, err
+	}
+	// A thread of another kind (the room switched provider or CLI) cannot be resumed by
+	// this runtime: it starts a new one, unbound (and the room told) only once it started,
+	// so a candidate that fails leaves the old configuration its thread.
+	kind := domain.ThreadKind(hs.Config)
+	switched := ""
+	if hs.ProviderSessionID != "" && hs.ProviderSessionKind != "" && hs.ProviderSessionKind != kind {
+		switched, hs.ProviderSessionID = hs.ProviderSessionID, ""
+	}
 	// Heartbeat from here: a restore from a checkpoint may take a while, and a silent
 	// attempt would be timed out and raced by its own retry.
 	stopBeat := heartbeat(ctx)
@@ -278,8 +289,16 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 				domain.ErrTypeExactResume, nil)
 		}
 	}
-	if p.ProviderSessionID != "" && p.ProviderSessionID != hs.ProviderSessionID {
-		if err := r.Store.BindProviderSession(ctx, hs.RuntimeSessionID, p.ProviderSessionID, time.Now()); err != nil {
+	if switched != "" {
+		reason := fmt.Sprintf("the room now runs %s (was %s): a thread of one provider cannot be resumed by another, so the room continues on a new thread",
+			kind, hs.ProviderSessionKind)
+		if err := r.Store.ReplaceProviderSession(ctx, hs.RuntimeSessionID, switched, reason, time.Now()); err != nil {
+			_ = r.Table.Teardown(context.WithoutCancel(ctx), hs.RuntimeSessionID, domain.CheckpointBeforeStop)
+			return PrepareRuntimeResult{}, err
+		}
+	}
+	if p.ProviderSessionID != "" && (p.ProviderSessionID != hs.ProviderSessionID || hs.ProviderSessionKind == "") {
+		if err := r.Store.BindProviderSession(ctx, hs.RuntimeSessionID, p.ProviderSessionID, kind, time.Now()); err != nil {
 			// Without the binding a restart could not resume this thread: do not run on it.
 			_ = r.Table.Teardown(context.WithoutCancel(ctx), hs.RuntimeSessionID, domain.CheckpointBeforeStop)
 			return PrepareRuntimeResult{}, fmt.Errorf("record provider session of %s: %w", hs.RuntimeSessionID, err)
@@ -532,7 +551,7 @@ func (r *Runtimes) RunTurn(ctx context.Context, in RunTurnInput) (RunTurnResult,
 	if id := res.ProviderSessionID; id != "" && id != hs.ProviderSessionID {
 		// The turn made a pinned provider session resumable: bound before anything of the
 		// turn commits, so a restart resumes it. Without the binding the turn does not count.
-		if err := r.Store.BindProviderSession(ctx, in.RuntimeSession, id, time.Now()); err != nil {
+		if err := r.Store.BindProviderSession(ctx, in.RuntimeSession, id, domain.ThreadKind(hs.Config), time.Now()); err != nil {
 			return RunTurnResult{}, fmt.Errorf("record provider session of %s: %w", in.RuntimeSession, err)
 		}
 	}

@@ -164,7 +164,9 @@ func (s *Server) agentParam(c *gin.Context) (domain.Agent, error) {
 	return lookup(c, "agent", s.cfg.Store.GetAgent)
 }
 
-// createAgent never changes an existing identity: a taken name is 409.
+// createAgent never changes an existing identity: a taken name is 409, except that asking
+// again for an owned agent exactly as it was created (kind, briefing, first template)
+// answers 200 with it, so a script run twice gets the same agent.
 func (s *Server) createAgent(c *gin.Context) error {
 	var req CreateAgentRequest
 	if err := decodeJSON(c, &req); err != nil {
@@ -185,11 +187,11 @@ func (s *Server) createAgent(c *gin.Context) error {
 	agent := domain.Agent{ID: uuid.New(), Name: req.Name, Kind: req.Kind, Briefing: req.Briefing, CreatedAt: time.Now()}
 	var a domain.Agent
 	var err error
+	cfg := DefaultTemplate()
+	if req.Template != nil {
+		cfg = *req.Template
+	}
 	if req.Kind == domain.AgentOwned {
-		cfg := DefaultTemplate()
-		if req.Template != nil {
-			cfg = *req.Template
-		}
 		// An owned agent is created with its parked template, as the reference's are: it
 		// runs nothing until it joins a room, and then needs no further step. Both or neither.
 		a, _, err = s.cfg.Store.CreateOwnedAgent(c.Request.Context(), agent,
@@ -198,7 +200,17 @@ func (s *Server) createAgent(c *gin.Context) error {
 		a, err = s.cfg.Store.CreateAgent(c.Request.Context(), agent, hash)
 	}
 	if errors.Is(err, store.ErrConflict) {
-		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "an agent with this name already exists", Cause: err}
+		if same, ok := s.sameOwnedAgent(c.Request.Context(), req, cfg.Normalized()); ok {
+			c.JSON(http.StatusOK, agentBody(same))
+			return nil
+		}
+		msg := "an agent with this name already exists"
+		if req.Kind == domain.AgentAttached {
+			msg += "; an attached agent's key is shown only when it is created (jam agent list shows its id)"
+		} else {
+			msg += " with another kind, briefing or first template; create it under another name, or change its template (jam template save)"
+		}
+		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: msg, Cause: err}
 	}
 	if err != nil {
 		return err
@@ -207,6 +219,26 @@ func (s *Server) createAgent(c *gin.Context) error {
 	body.APIKey = key
 	c.JSON(http.StatusCreated, body)
 	return nil
+}
+
+// sameOwnedAgent is the existing owned agent named as req names one when it was created
+// as req asks: same briefing and a first template equal to cfg.
+func (s *Server) sameOwnedAgent(ctx context.Context, req CreateAgentRequest, cfg domain.TemplateConfig) (domain.Agent, bool) {
+	if req.Kind != domain.AgentOwned {
+		return domain.Agent{}, false
+	}
+	a, err := s.cfg.Store.AgentByName(ctx, req.Name)
+	if err != nil || a.Kind != domain.AgentOwned || a.Briefing != req.Briefing {
+		return domain.Agent{}, false
+	}
+	ts, err := s.cfg.Store.ListTemplates(ctx, a.ID)
+	if err != nil || len(ts) == 0 {
+		return domain.Agent{}, false
+	}
+	// Compared as the wire shows them: an empty list and none are the same template.
+	had, err1 := json.Marshal(ts[0].Config.Normalized())
+	want, err2 := json.Marshal(cfg.Normalized())
+	return a, err1 == nil && err2 == nil && string(had) == string(want)
 }
 
 func (s *Server) listAgents(c *gin.Context) error {

@@ -180,7 +180,7 @@ func (s *Server) finishOperation(ctx context.Context, op *domain.Operation, out 
 	err := out.Err
 	if err == nil {
 		var body any = out.Result
-		if render := s.renderers()[op.Kind]; render != nil {
+		if render := s.renderers(*op)[op.Kind]; render != nil {
 			body, err = render(ctx, out.Result)
 		}
 		if err == nil {
@@ -257,10 +257,11 @@ const updateOperation = "update"
 
 // renderers turn a kind's raw workflow result into its route's body; a kind without one
 // answers the workflow's result as it is.
-func (s *Server) renderers() map[domain.OperationKind]resultRenderer {
+func (s *Server) renderers(op domain.Operation) map[domain.OperationKind]resultRenderer {
 	return map[domain.OperationKind]resultRenderer{domain.OpKindCheckpoint: s.renderCheckpoint,
-		domain.OpKindWorkspace:   s.renderWorkspaceOp,
-		domain.OpKindHostControl: decodeAs(hostControlResult),
+		domain.OpKindTemplateApply: s.renderTemplateApply(op),
+		domain.OpKindWorkspace:     s.renderWorkspaceOp,
+		domain.OpKindHostControl:   decodeAs(hostControlResult),
 		// The host's lease after the discard (no unsaved state any more).
 		domain.OpKindDiscardUnsaved: decodeAs(hostLeaseBody),
 		domain.OpKindHostCleanup:    decodeAs(hostCleanupResultBody)}

@@ -45,6 +45,9 @@ type BoundSession struct {
 	RuntimeSessionID uuid.UUID `json:"runtime_session_id"`
 	BindingID        uuid.UUID `json:"binding_id"`
 	Alias            string    `json:"alias"`
+	// TemplateID and Transport say what the room runs.
+	TemplateID uuid.UUID        `json:"template_id"`
+	Transport  domain.Transport `json:"transport"`
 	// Reused is true when re-adding the agent reactivated its earlier session.
 	Reused bool `json:"reused"`
 }
@@ -63,10 +66,13 @@ func (r CreateRoomRequest) Validate() error {
 }
 
 // AddParticipantRequest is the body of POST /v1/rooms/{id}/participants: exactly one of
-// agent_id and human.
+// agent_id and human. An owned agent's room runs the template named by template_id or
+// alias (at most one; neither: the agent's first template).
 type AddParticipantRequest struct {
-	AgentID *string `json:"agent_id"`
-	Human   *string `json:"human"`
+	AgentID    *string `json:"agent_id"`
+	Human      *string `json:"human"`
+	TemplateID *string `json:"template_id,omitempty"`
+	Alias      *string `json:"alias,omitempty"`
 }
 
 func (r AddParticipantRequest) Validate() error {
@@ -74,11 +80,38 @@ func (r AddParticipantRequest) Validate() error {
 	case (r.AgentID == nil) == (r.Human == nil):
 		return &domain.ValidationError{Field: "agent_id", Detail: "give exactly one of agent_id and human"}
 	case r.AgentID != nil:
-		_, err := domain.ParseID("agent_id", *r.AgentID)
-		return err
+		if _, err := domain.ParseID("agent_id", *r.AgentID); err != nil {
+			return err
+		}
+		if r.TemplateID != nil && r.Alias != nil {
+			return &domain.ValidationError{Field: "template_id", Detail: "give at most one of template_id and alias"}
+		}
+		if r.TemplateID != nil {
+			_, err := domain.ParseID("template_id", *r.TemplateID)
+			return err
+		}
+		if r.Alias != nil {
+			return domain.ValidateAlias("alias", *r.Alias)
+		}
+		return nil
 	default:
+		if r.TemplateID != nil || r.Alias != nil {
+			return &domain.ValidationError{Field: "template_id", Detail: "a human runs no template"}
+		}
 		return domain.ValidateName("human", *r.Human, domain.MaxHumanNameBytes)
 	}
+}
+
+// pick is the template the request names for an owned agent's binding.
+func (r AddParticipantRequest) pick() store.TemplatePick {
+	var p store.TemplatePick
+	if r.TemplateID != nil {
+		p.ID, _ = domain.ParseID("template_id", *r.TemplateID)
+	}
+	if r.Alias != nil {
+		p.Alias = *r.Alias
+	}
+	return p
 }
 
 // PostMessageRequest is the body of POST /v1/rooms/{id}/messages.
@@ -254,7 +287,7 @@ func (s *Server) addParticipant(c *gin.Context) error {
 	} else if err != nil {
 		return err
 	}
-	m, err := s.cfg.Band.AddAgent(c.Request.Context(), r.ID, agentID)
+	m, err := s.cfg.Band.AddAgent(c.Request.Context(), r.ID, agentID, req.pick())
 	if errors.Is(err, store.ErrConflict) {
 		return &Error{Status: http.StatusConflict, Code: domain.CodeConflict, Message: "this agent is already in the room", Cause: err}
 	}
@@ -264,7 +297,7 @@ func (s *Server) addParticipant(c *gin.Context) error {
 	body := participantBody(m.Participant)
 	if m.Binding != nil && m.Session != nil {
 		body.Session = &BoundSession{RuntimeSessionID: m.Binding.RuntimeSessionID, BindingID: m.Binding.ID,
-			Alias: m.Session.Alias, Reused: m.Reused}
+			Alias: m.Session.Alias, TemplateID: m.Session.TemplateID, Transport: m.Session.Config.Transport, Reused: m.Reused}
 	}
 	c.JSON(http.StatusCreated, body)
 	return nil

@@ -77,7 +77,7 @@ func TestAContinuityResetInterruptedAtEachStepCompletesExactlyOnce(t *testing.T)
 		t.Fatal(err)
 	}
 	session := m.Session.RuntimeSessionID
-	if err := st.BindProviderSession(ctx, session, "thread-1", now); err != nil {
+	if err := st.BindProviderSession(ctx, session, "thread-1", "", now); err != nil {
 		t.Fatal(err)
 	}
 	alloc, err := st.AllocateHost(ctx, store.AllocateRequest{AgentID: a.ID, TemplateID: tmpl.ID, RuntimeSession: session,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -23,15 +24,35 @@ func newAgentCmd(_ *globals) *cobra.Command {
 	}
 
 	var kind, briefing string
+	var tf templateFlags
 	create := &cobra.Command{
-		Use: "create NAME", Short: "Create an agent (never changes an existing one)", Args: cobra.ExactArgs(1),
+		Use:   "create NAME",
+		Short: "Create an agent (never changes an existing one; asked again for the same owned agent, prints it)",
+		Long: `Create an agent. An owned agent gets its first runtime template, which its rooms run
+unless jam room add names another: the template flags (--transport, --setting, --env, …) as
+for jam template create, or by default the test agent (transport acp, alias default).`,
+		Example: `  jam agent create demo
+  jam agent create coder --transport codex-app-server --setting model=stub-model --env STUB_KEY
+  jam agent create helper --kind attached`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			raw, err := cf.call(cmd, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: args[0], Kind: domain.AgentKind(kind), Briefing: briefing})
+			req := api.CreateAgentRequest{Name: args[0], Kind: domain.AgentKind(kind), Briefing: briefing}
+			if tf.transport != "" || tf.file != "" {
+				raw, err := tf.body(cmd)
+				if err != nil {
+					return err
+				}
+				req.Template = &domain.TemplateConfig{}
+				if err := json.Unmarshal(raw, req.Template); err != nil {
+					return fmt.Errorf("--file: %w", err)
+				}
+			}
+			raw, err := cf.call(cmd, http.MethodPost, "/v1/agents", req)
 			if err != nil {
 				return err
 			}
 			return render(cf, cmd, raw, func(a api.AgentBody) error {
-				fmt.Fprintf(cmd.OutOrStdout(), "created %s agent %s (%s)\n", a.Kind, a.Name, a.ID)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s agent %s (%s)\n", a.Kind, a.Name, a.ID)
 				if a.APIKey != "" {
 					fmt.Fprintf(cmd.OutOrStdout(), "API key (shown once; give it to the agent as JAM_AGENT_KEY):\n%s\n", a.APIKey)
 				}
@@ -41,6 +62,7 @@ func newAgentCmd(_ *globals) *cobra.Command {
 	}
 	create.Flags().StringVar(&kind, "kind", string(domain.AgentOwned), "owned or attached")
 	create.Flags().StringVar(&briefing, "briefing", "", "operator briefing")
+	tf.register(create)
 
 	list := listCmd(cf, "list", "List agents", cobra.NoArgs, fixed("/v1/agents"), "ID\tNAME\tKIND\tRUN INTENT",
 		func(out api.AgentList) [][]string {

@@ -20,8 +20,9 @@ type Band interface {
 	Room(ctx context.Context, id uuid.UUID) (domain.Room, error)
 	Rooms(ctx context.Context) ([]domain.Room, error)
 	Participants(ctx context.Context, room uuid.UUID) ([]domain.Participant, error)
-	// AddAgent is room_added: for an owned agent it also binds the room and starts the runtime.
-	AddAgent(ctx context.Context, room, agent uuid.UUID) (store.Membership, error)
+	// AddAgent is room_added: for an owned agent it also binds the room, to a runtime
+	// session made from the template pick names (zero: the agent's first), and starts it.
+	AddAgent(ctx context.Context, room, agent uuid.UUID, pick store.TemplatePick) (store.Membership, error)
 	AddHuman(ctx context.Context, room uuid.UUID, name string) (domain.Participant, error)
 	// RemoveParticipant is room_removed: an owned agent's binding becomes a tombstone.
 	RemoveParticipant(ctx context.Context, room, participant uuid.UUID) (store.Membership, error)
@@ -74,8 +75,8 @@ func (l *Local) Participants(ctx context.Context, room uuid.UUID) ([]domain.Part
 	return l.store.ListParticipants(ctx, room)
 }
 
-func (l *Local) AddAgent(ctx context.Context, room, agent uuid.UUID) (store.Membership, error) {
-	m, err := l.store.AddAgentToRoom(ctx, room, agent, l.now())
+func (l *Local) AddAgent(ctx context.Context, room, agent uuid.UUID, pick store.TemplatePick) (store.Membership, error) {
+	m, err := l.store.AddAgentToRoomWith(ctx, room, agent, pick, l.now())
 	if err != nil {
 		return m, err
 	}

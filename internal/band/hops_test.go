@@ -10,6 +10,7 @@ import (
 
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/lifecycle"
+	"github.com/jam-dev/jam/internal/store"
 )
 
 // An agent's post within the room's hop limit pokes the other owned agents' sessions; one
@@ -31,7 +32,7 @@ func TestAPostPastTheHopLimitPokesNoOne(t *testing.T) {
 		if _, err := st.CreateTemplate(ctx, domain.Template{ID: uuid.New(), AgentID: a.ID, Config: cfg, CreatedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.AddAgent(ctx, room.ID, a.ID); err != nil {
+		if _, err := b.AddAgent(ctx, room.ID, a.ID, store.TemplatePick{}); err != nil {
 			t.Fatal(err)
 		}
 		agents = append(agents, a)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/store"
 )
 
 func TestAHumansApproveReplyDecidesThePendingPermissionInItsRoom(t *testing.T) {
@@ -29,7 +30,7 @@ func TestAHumansApproveReplyDecidesThePendingPermissionInItsRoom(t *testing.T) {
 		if _, err := b.AddHuman(ctx, r.ID, "ada"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.AddAgent(ctx, r.ID, agent.ID); err != nil {
+		if _, err := b.AddAgent(ctx, r.ID, agent.ID, store.TemplatePick{}); err != nil {
 			t.Fatal(err)
 		}
 	}

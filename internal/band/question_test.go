@@ -28,7 +28,7 @@ func TestAHumansFirstCorrelatedReplyAnswersTheQuestionInsteadOfBeingATurn(t *tes
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.AddAgent(ctx, room.ID, agent.ID); err != nil {
+	if _, err := b.AddAgent(ctx, room.ID, agent.ID, store.TemplatePick{}); err != nil {
 		t.Fatal(err)
 	}
 	ask := func(text string) domain.Question {
@@ -121,7 +121,7 @@ func TestTheAnswerToADeferredQuestionIsTheAskersTurnWhoeverGivesIt(t *testing.T)
 		t.Fatal(err)
 	}
 	for _, a := range []uuid.UUID{asker.ID, other.ID} {
-		if _, err := b.AddAgent(ctx, room.ID, a); err != nil {
+		if _, err := b.AddAgent(ctx, room.ID, a, store.TemplatePick{}); err != nil {
 			t.Fatal(err)
 		}
 	}

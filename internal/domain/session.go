@@ -22,6 +22,8 @@ type HostSession struct {
 	ProviderSessionID string
 	// ProviderVersion is the version its provider last reported ("" unknown).
 	ProviderVersion string
+	// ProviderSessionKind is the ThreadKind of the bound provider session ("" unknown).
+	ProviderSessionKind string
 	// Failure is the permanent start failure the session holds in (nil when none).
 	Failure   *RuntimeFailure
 	Removed   bool

@@ -113,6 +113,15 @@ func (q *Q) AgentByKeyHash(ctx context.Context, hash string) (domain.Agent, erro
 	return r.domain(), nil
 }
 
+// AgentByName finds the agent of that name.
+func (q *Q) AgentByName(ctx context.Context, name string) (domain.Agent, error) {
+	var r agentRow
+	if err := q.get(ctx, &r, `SELECT * FROM agents WHERE name = ?`, name); err != nil {
+		return domain.Agent{}, fmt.Errorf("agent by name %q: %w", name, err)
+	}
+	return r.domain(), nil
+}
+
 // ListAgents lists every agent by name.
 func (q *Q) ListAgents(ctx context.Context) ([]domain.Agent, error) {
 	var rows []agentRow

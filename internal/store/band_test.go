@@ -162,10 +162,10 @@ func TestAddingAnOwnedAgentMaterializesASessionAndRemovingLeavesATombstone(t *te
 			t.Fatalf("membership %+v session %+v", m, hs)
 		}
 		session := hs.RuntimeSessionID
-		if err := s.BindProviderSession(ctx, session, "ses_provider_1", fixtureTime); err != nil {
+		if err := s.BindProviderSession(ctx, session, "ses_provider_1", "", fixtureTime); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.BindProviderSession(ctx, session, "ses_other", fixtureTime); !errors.Is(err, ErrConflict) {
+		if err := s.BindProviderSession(ctx, session, "ses_other", "", fixtureTime); !errors.Is(err, ErrConflict) {
 			t.Fatalf("a bound provider session was replaced: %v", err)
 		}
 		if _, err := s.AddAgentToRoom(ctx, room.ID, a.ID, fixtureTime); !errors.Is(err, ErrConflict) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,6 +41,7 @@ type hostSessionRow struct {
 	PendingChange       *string    `db:"pending_change"`
 	ProviderSessionID   *string    `db:"provider_session_id"`
 	ProviderVersion     *string    `db:"provider_version"`
+	ProviderSessionKind *string    `db:"provider_session_kind"`
 	FailureClass        *string    `db:"failure_class"`
 	FailureReason       *string    `db:"failure_reason"`
 	FailedAt            *time.Time `db:"failed_at"`
@@ -69,6 +71,9 @@ func (r hostSessionRow) domain() (domain.HostSession, error) {
 	if r.ProviderVersion != nil {
 		hs.ProviderVersion = *r.ProviderVersion
 	}
+	if r.ProviderSessionKind != nil {
+		hs.ProviderSessionKind = *r.ProviderSessionKind
+	}
 	if r.FailureClass != nil {
 		f := &domain.RuntimeFailure{Class: domain.FailureClass(*r.FailureClass)}
 		if r.FailureReason != nil {
@@ -84,7 +89,7 @@ func (r hostSessionRow) domain() (domain.HostSession, error) {
 
 const hostSessionSelect = `
 SELECT h.runtime_session_id, h.agent_id, h.template_id, h.alias, h.room_id, h.config, h.desired_generation,
-       h.effective_generation, h.pending_change, s.provider_session_id, s.provider_version, s.failure_class,
+       h.effective_generation, h.pending_change, s.provider_session_id, s.provider_version, s.provider_session_kind, s.failure_class,
        s.failure_reason, s.failed_at, h.removed_at, h.created_at, h.updated_at
 FROM host_sessions h JOIN runtime_sessions s ON s.id = h.runtime_session_id`
 
@@ -99,14 +104,26 @@ type sessionBoundEvent struct {
 
 // bindRoom binds an owned agent's new room membership, inside the caller's transaction.
 // An active binding is kept as it is; a tombstone is reactivated with its exact runtime
-// session; otherwise a host session is materialized from the agent's first template.
-func (q *Q) bindRoom(ctx context.Context, a domain.Agent, room uuid.UUID, at time.Time, m *Membership) error {
+// session; otherwise a host session is materialized from the template pick names (the
+// agent's first when pick is zero). A re-add keeps its session's template: a pick naming
+// another one is refused, since reusing the session is what keeps the room's thread.
+func (q *Q) bindRoom(ctx context.Context, a domain.Agent, room uuid.UUID, pick TemplatePick, at time.Time, m *Membership) error {
 	var b bindingRow
 	err := q.get(ctx, &b, `
 SELECT * FROM room_bindings WHERE agent_id = ? AND room_id = ? ORDER BY active DESC, updated_at DESC, created_at DESC LIMIT 1`, a.ID, room)
 	switch {
 	case err == nil && b.Active:
 		return q.fillMembership(ctx, b.domain(), false, m)
+	case err == nil && !pick.zero():
+		hs, err := q.GetHostSession(ctx, b.RuntimeSessionID)
+		if err != nil {
+			return err
+		}
+		if (pick.ID != uuid.Nil && pick.ID != hs.TemplateID) || (pick.Alias != "" && pick.Alias != hs.Config.Alias) {
+			return domain.Refuse("agent %s was in this room before with template %q, and adding it back reuses that runtime session (its thread); add it without a template, then change that template (jam template save --apply-mode apply_and_restart)",
+				a.Name, hs.Config.Alias)
+		}
+		fallthrough
 	case err == nil:
 		// Authoritative re-add: the same runtime session, hence the same provider thread.
 		if _, err := q.exec(ctx, `UPDATE room_bindings SET active = ?, generation = generation + 1, updated_at = ? WHERE id = ?`,
@@ -123,14 +140,10 @@ SELECT * FROM room_bindings WHERE agent_id = ? AND room_id = ? ORDER BY active D
 		return err
 	}
 
-	templates, err := q.ListTemplates(ctx, a.ID)
+	t, err := q.pickTemplate(ctx, a, pick)
 	if err != nil {
 		return err
 	}
-	if len(templates) == 0 {
-		return domain.Refuse("owned agent %s has no runtime template; create one before adding it to a room", a.Name)
-	}
-	t := templates[0]
 	session := uuid.New()
 	cfg, err := encodeConfig(t.Config)
 	if err != nil {
@@ -161,6 +174,32 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, nb.ID, a.ID, room, session, true, nb.Generatio
 	}
 	m.Fresh = true
 	return q.finishBind(ctx, nb, false, at, m)
+}
+
+// pickTemplate is the template pick names among the agent's, or its first.
+func (q *Q) pickTemplate(ctx context.Context, a domain.Agent, pick TemplatePick) (domain.Template, error) {
+	templates, err := q.ListTemplates(ctx, a.ID)
+	if err != nil {
+		return domain.Template{}, err
+	}
+	if len(templates) == 0 {
+		return domain.Template{}, domain.Refuse("owned agent %s has no runtime template; create one before adding it to a room", a.Name)
+	}
+	if pick.zero() {
+		return templates[0], nil
+	}
+	aliases := make([]string, len(templates))
+	for i, t := range templates {
+		if t.ID == pick.ID || (pick.Alias != "" && t.Config.Alias == pick.Alias) {
+			return t, nil
+		}
+		aliases[i] = t.Config.Alias
+	}
+	want := pick.Alias
+	if want == "" {
+		want = pick.ID.String()
+	}
+	return domain.Template{}, domain.Refuse("agent %s has no template %s (its templates: %s)", a.Name, want, strings.Join(aliases, ", "))
 }
 
 func (q *Q) finishBind(ctx context.Context, b domain.Binding, reused bool, at time.Time, m *Membership) error {
@@ -259,15 +298,17 @@ SELECT * FROM room_bindings WHERE agent_id = ? AND room_id = ? ORDER BY active D
 }
 
 // BindProviderSession records the provider thread a runtime session is bound to.
-func (q *Q) BindProviderSession(ctx context.Context, runtimeSession uuid.UUID, providerSession string, at time.Time) error {
+func (q *Q) BindProviderSession(ctx context.Context, runtimeSession uuid.UUID, providerSession, kind string, at time.Time) error {
 	// A bound identity is never replaced: exact resume would otherwise silently move to a
 	// new thread. Only ReplaceProviderSession unbinds it (a fresh resume policy, or an
 	// operator's start-fresh), saying so to the room; a host's start-fresh mints new runtime
 	// sessions instead.
+	// The kind is what a runtime of that kind bound; one that resumed a session bound before
+	// kinds were recorded records it then.
 	res, err := q.exec(ctx, `
-UPDATE runtime_sessions SET provider_session_id = ?, updated_at = ?
+UPDATE runtime_sessions SET provider_session_id = ?, provider_session_kind = COALESCE(?, provider_session_kind), updated_at = ?
 WHERE id = ? AND (provider_session_id IS NULL OR provider_session_id = ?)`,
-		providerSession, domain.Timestamp(at), runtimeSession, providerSession)
+		providerSession, nullable(kind), domain.Timestamp(at), runtimeSession, providerSession)
 	if err != nil {
 		return fmt.Errorf("bind provider session of %s: %w", runtimeSession, err)
 	}
@@ -282,6 +323,14 @@ WHERE id = ? AND (provider_session_id IS NULL OR provider_session_id = ?)`,
 		return fmt.Errorf("bind provider session of %s: %w: it is bound to another provider session", runtimeSession, ErrConflict)
 	}
 	return nil
+}
+
+// nullable is s, or NULL when it is empty.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // UnboundMemberships lists owned agents' active room memberships that have no active
@@ -314,7 +363,7 @@ func (q *Q) BindMembership(ctx context.Context, room, agent uuid.UUID, at time.T
 			return err
 		}
 		m.Agent = a
-		return q.bindRoom(ctx, a, room, at, &m)
+		return q.bindRoom(ctx, a, room, TemplatePick{}, at, &m)
 	})
 	if err != nil {
 		return Membership{}, fmt.Errorf("bind agent %s to room %s: %w", agent, room, err)
@@ -338,7 +387,7 @@ func (q *Q) ReplaceProviderSession(ctx context.Context, session uuid.UUID, previ
 		if hs.ProviderSessionID != previous || previous == "" {
 			return nil
 		}
-		if _, err := q.exec(ctx, `UPDATE runtime_sessions SET provider_session_id = NULL, updated_at = ? WHERE id = ?`, at, session); err != nil {
+		if _, err := q.exec(ctx, `UPDATE runtime_sessions SET provider_session_id = NULL, provider_session_kind = NULL, updated_at = ? WHERE id = ?`, at, session); err != nil {
 			return err
 		}
 		_, err = q.appendEvents(ctx, at, NewEvent(domain.EventThreadReplaced, &hs.RoomID, &hs.AgentID, map[string]any{

@@ -90,7 +90,7 @@ VALUES (?, ?, ?, ?, ?, 1, ?, ?)`, uuid.New(), a.agent, room, sess, sess == live,
 				if err != nil {
 					return err
 				}
-				return q.bindRoom(ctx, ag, m.RoomID, time.Now(), &mb)
+				return q.bindRoom(ctx, ag, m.RoomID, TemplatePick{}, time.Now(), &mb)
 			})
 			if err != nil || mb.Session == nil || mb.Session.RuntimeSessionID != m.ReplacementSession {
 				t.Fatalf("re-add bound %+v, want the replacement %s (%v)", mb.Session, m.ReplacementSession, err)

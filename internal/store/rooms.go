@@ -109,6 +109,21 @@ type Membership struct {
 // the room in the same transaction: a host session materialized from the agent's template
 // and an active binding, or the tombstoned binding of an earlier membership, reused.
 func (q *Q) AddAgentToRoom(ctx context.Context, room, agent uuid.UUID, at time.Time) (Membership, error) {
+	return q.AddAgentToRoomWith(ctx, room, agent, TemplatePick{}, at)
+}
+
+// TemplatePick names the runtime template a new room binding is made from: by id or by
+// alias; the zero pick is the agent's first template.
+type TemplatePick struct {
+	ID    uuid.UUID
+	Alias string
+}
+
+func (p TemplatePick) zero() bool { return p.ID == uuid.Nil && p.Alias == "" }
+
+// AddAgentToRoomWith is AddAgentToRoom with the template an owned agent's new binding is
+// made from.
+func (q *Q) AddAgentToRoomWith(ctx context.Context, room, agent uuid.UUID, pick TemplatePick, at time.Time) (Membership, error) {
 	var m Membership
 	at = domain.Timestamp(at)
 	// Room scope: it writes only this room's membership, binding and new session rows, and
@@ -134,7 +149,10 @@ INSERT INTO room_participants (id, room_id, kind, agent_id, active, created_at) 
 			return err
 		}
 		if a.Kind == domain.AgentOwned {
-			return q.bindRoom(ctx, a, room, at, &m)
+			return q.bindRoom(ctx, a, room, pick, at, &m)
+		}
+		if !pick.zero() {
+			return domain.Refuse("agent %s is attached: it runs no template; add it without one", a.Name)
 		}
 		return nil
 	})

@@ -1,0 +1,1 @@
+ALTER TABLE runtime_sessions DROP COLUMN provider_session_kind;
