@@ -11,10 +11,12 @@ WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 dev: build
 	./bin/jam dev
 
-## build: build bin/jam and bin/jam-testagent (the scripted ACP agent)
+## build: build bin/jam, bin/jam-testagent (the scripted ACP agent) and bin/jam-stubmodel
+##        (the scripted model server)
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/jam ./cmd/jam
 	$(GO) build -o bin/jam-testagent ./cmd/jam-testagent
+	$(GO) build -o bin/jam-stubmodel ./cmd/jam-stubmodel
 
 ## test: every test; Postgres tests run when JAM_TEST_DATABASE_URL is set (required with JAM_REQUIRE_POSTGRES=1)
 test:

@@ -32,6 +32,10 @@ func main() {
 		} else {
 			fmt.Fprintln(os.Stderr, "jam:", err)
 		}
+		var exit *exitError
+		if errors.As(err, &exit) {
+			os.Exit(exit.code)
+		}
 		os.Exit(1)
 	}
 }

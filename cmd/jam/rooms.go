@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -65,14 +67,25 @@ func newRoomCmd(_ *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error { return showJSON(cf, cmd, roomPath(args[0])) },
 	}
 
-	var agentID, human string
+	var agentID, human, template string
 	add := &cobra.Command{
-		Use: "add ROOM_ID (--agent AGENT_ID | --human NAME)", Short: "Add a participant (an owned agent is bound to a runtime session)",
+		Use:   "add ROOM_ID (--agent AGENT_ID [--template ALIAS|ID] | --human NAME)",
+		Short: "Add a participant (an owned agent is bound to a runtime session made from its template)",
+		Long: `Add a participant. An owned agent's room runs the template --template names (an alias or
+an id of one of the agent's templates; default: its first, the one jam agent create made).
+Adding an agent back to a room reuses its earlier runtime session, template and thread.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := api.AddParticipantRequest{}
 			if agentID != "" {
 				req.AgentID = &agentID
+			}
+			if template != "" {
+				if _, err := uuid.Parse(template); err == nil {
+					req.TemplateID = &template
+				} else {
+					req.Alias = &template
+				}
 			}
 			if human != "" {
 				req.Human = &human
@@ -89,7 +102,7 @@ func newRoomCmd(_ *globals) *cobra.Command {
 					if p.Session.Reused {
 						verb = "re-bound earlier"
 					}
-					fmt.Fprintf(w, "%s runtime session %s (%s)\n", verb, p.Session.RuntimeSessionID, p.Session.Alias)
+					fmt.Fprintf(w, "%s runtime session %s (%s, %s)\n", verb, p.Session.RuntimeSessionID, p.Session.Alias, p.Session.Transport)
 				}
 				return nil
 			})
@@ -97,6 +110,7 @@ func newRoomCmd(_ *globals) *cobra.Command {
 	}
 	add.Flags().StringVar(&agentID, "agent", "", "agent id")
 	add.Flags().StringVar(&human, "human", "", "human name")
+	add.Flags().StringVar(&template, "template", "", "an owned agent's template (alias or id) the room runs (default: the agent's first)")
 
 	remove := &cobra.Command{
 		Use: "remove ROOM_ID PARTICIPANT_ID", Short: "Remove a participant (an owned agent's binding is kept as a tombstone)",
@@ -140,7 +154,8 @@ func newRoomCmd(_ *globals) *cobra.Command {
 		},
 	}
 	post.Flags().StringVar(&postAuthor, "author", "", "human participant to post as (default: the room's only human)")
-	post.Flags().DurationVar(&postWait, "wait", 0, "wait this long for the first reply to the message and print it (e.g. 60s)")
+	post.Flags().DurationVar(&postWait, "wait", 0, "wait this long for the first reply to the message and print it (e.g. 60s); "+
+		"returns early when no agent can answer. Exit 0: the reply; 3: the room's agents cannot start (the cause and the fix printed); 4: no reply in time; 5: no agent in the room")
 	addKeyFlag(post, cf, "post as the attached agent with this API key")
 
 	var after string
@@ -231,22 +246,63 @@ func printEvent(w interface{ Write([]byte) (int, error) }, e client.Event, autho
 		_, err := fmt.Fprintf(w, "!! %s cannot start (%s): %s\n   messages stay queued; after fixing the cause: jam session restart %s\n",
 			who, f.Class, f.Reason, f.Session)
 		return err
+	case domain.EventThreadReplaced:
+		// A switch of provider, or a thread that could not be resumed: the room's history
+		// with the agent does not carry over, which the humans in it need to know.
+		var r struct {
+			Reason string `json:"reason"`
+		}
+		if err := json.Unmarshal(e.Data.Payload, &r); err != nil {
+			return err
+		}
+		who := "an agent"
+		if e.Data.AgentID != nil {
+			who = authors.agentName(*e.Data.AgentID)
+		}
+		_, err := fmt.Fprintf(w, "!! %s continues on a new thread: %s\n", who, r.Reason)
+		return err
 	default:
 		_, err := fmt.Fprintf(w, "-- %s %s\n", e.Kind, string(e.Data.Payload))
 		return err
 	}
 }
 
-// replyPoll is how often `room post --wait` reads the transcript.
-const replyPoll = 100 * time.Millisecond
+// replyPoll is how often `room post --wait` reads the transcript; sessionPoll how often it
+// reads the room's runtime sessions for a failure.
+const (
+	replyPoll   = 100 * time.Millisecond
+	sessionPoll = 500 * time.Millisecond
+)
+
+// Exit codes of `jam room post --wait` besides 0 (the reply was printed) and 1 (the post or
+// the API failed), so a script can tell what happened.
+const (
+	exitAgentsFailed = 3 // every agent that could answer cannot start
+	exitNoReply      = 4 // no reply within --wait
+	exitNoAgent      = 5 // no agent in the room to answer
+)
 
 // waitReply reads the room's transcript after m until a message replying to m appears, and
-// returns it raw; it fails once wait has passed.
+// returns it raw. It stops early when no agent can answer: the room has none besides the
+// author, or every one of them is an owned agent whose runtime cannot start (each failure
+// printed with the command that retries it once the cause is fixed). It fails once wait
+// has passed, naming any runtime's last error.
 func waitReply(cmd *cobra.Command, cf *clientFlags, m api.MessageBody, wait time.Duration) ([]byte, error) {
 	deadline := time.Now().Add(wait)
+	room := m.RoomID.String()
+	answerers, err := roomAnswerers(cmd, cf, room, m)
+	if err != nil {
+		return nil, err
+	}
+	if answerers == 0 {
+		return nil, &exitError{code: exitNoAgent, err: fmt.Errorf(
+			"no agent in room %s can answer: add one (jam room add %s --agent AGENT_ID)", room, room)}
+	}
 	after := m.Seq
+	var sessions []api.SessionBody
+	nextSessions := time.Now()
 	for {
-		raw, err := cf.call(cmd, http.MethodGet, roomPath(m.RoomID.String(), "messages")+"?after="+strconv.FormatInt(after, 10), nil)
+		raw, err := cf.call(cmd, http.MethodGet, roomPath(room, "messages")+"?after="+strconv.FormatInt(after, 10), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -266,8 +322,26 @@ func waitReply(cmd *cobra.Command, cf *clientFlags, m api.MessageBody, wait time
 				return item, nil
 			}
 		}
+		if !time.Now().Before(nextSessions) {
+			nextSessions = time.Now().Add(sessionPoll)
+			if sessions, err = roomSessions(cmd, cf, room); err != nil {
+				return nil, err
+			}
+			if failed := failedSessions(sessions); len(failed) > 0 && len(failed) >= answerers {
+				return nil, &exitError{code: exitAgentsFailed, err: errors.New(describeFailures(failed))}
+			}
+		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no reply to %s within %s (it may still come: jam room messages %s)", m.ID, wait, m.RoomID)
+			msg := fmt.Sprintf("no reply to %s within %s (it may still come: jam room messages %s)", m.ID, wait, room)
+			for _, s := range sessions {
+				if s.Runtime != nil && s.Runtime.LastError != "" {
+					msg += fmt.Sprintf("\n  runtime session %s (%s): last error: %s", s.RuntimeSessionID, s.Alias, s.Runtime.LastError)
+				}
+			}
+			if failed := failedSessions(sessions); len(failed) > 0 {
+				msg += "\n" + describeFailures(failed)
+			}
+			return nil, &exitError{code: exitNoReply, err: errors.New(msg)}
 		}
 		select {
 		case <-cmd.Context().Done():
@@ -275,4 +349,58 @@ func waitReply(cmd *cobra.Command, cf *clientFlags, m api.MessageBody, wait time
 		case <-time.After(replyPoll):
 		}
 	}
+}
+
+// roomAnswerers counts the room's agents other than m's author: the ones that may answer.
+func roomAnswerers(cmd *cobra.Command, cf *clientFlags, room string, m api.MessageBody) (int, error) {
+	raw, err := cf.call(cmd, http.MethodGet, roomPath(room), nil)
+	if err != nil {
+		return 0, err
+	}
+	var r api.RoomBody
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return 0, fmt.Errorf("decode room: %w", err)
+	}
+	n := 0
+	for _, p := range r.Participants {
+		if p.Kind == domain.ParticipantAgent && p.AgentID != nil && (m.AuthorAgentID == nil || *p.AgentID != *m.AuthorAgentID) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func roomSessions(cmd *cobra.Command, cf *clientFlags, room string) ([]api.SessionBody, error) {
+	raw, err := cf.call(cmd, http.MethodGet, "/v1/sessions?room="+url.QueryEscape(room), nil)
+	if err != nil {
+		return nil, err
+	}
+	var out api.SessionList
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("decode sessions: %w", err)
+	}
+	return out.Items, nil
+}
+
+func failedSessions(sessions []api.SessionBody) []api.SessionBody {
+	var out []api.SessionBody
+	for _, s := range sessions {
+		if s.Failure != nil && !s.Removed {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// describeFailures says why each failed runtime cannot start and what retries it.
+func describeFailures(failed []api.SessionBody) string {
+	var b strings.Builder
+	for i, s := range failed {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "runtime session %s (%s) cannot start (%s): %s\n  messages stay queued; after fixing the cause: jam session restart %s",
+			s.RuntimeSessionID, s.Alias, s.Failure.Class, s.Failure.Reason, s.RuntimeSessionID)
+	}
+	return b.String()
 }
