@@ -27,8 +27,9 @@ func missingEnv(ctx context.Context, row domain.TransportSpec, hs domain.HostSes
 		return nil
 	}
 	names := strings.Join(missing, ", ")
-	return startFailure(ctx, fmt.Errorf("%w: the template passes %s on from the environment of this node's worker (jam dev or jam worker), where it is not set: start the worker with it set (%s=… jam dev), or remove --env %s from the template",
-		provider.ErrCredentialMissing, names, missing[0], missing[0]), row, hs, node)
+	// startFailure adds the fix: set it in the node's environment, or change the template.
+	return startFailure(ctx, fmt.Errorf("%w: %s, which the template's env allowlist passes on from the worker's environment (jam dev's or jam worker's), is not set there (e.g. %s=… jam dev)",
+		provider.ErrCredentialMissing, names, missing[0]), row, hs, node)
 }
 
 // envHas reports whether env (KEY=VALUE entries) sets name, to any value.

@@ -150,6 +150,11 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 	if err != nil {
 		return PrepareRuntimeResult{}, err
 	}
+	// The configuration the bound thread ran under: the effective one (before a candidate's).
+	threadKind := hs.ProviderSessionKind
+	if threadKind == "" {
+		threadKind = domain.ThreadKind(hs.Config)
+	}
 	if in.ConfigGeneration > 0 {
 		cfg, err := r.Store.CandidateConfig(ctx, in.RuntimeSession, in.ConfigGeneration)
 		if err != nil {
@@ -183,13 +188,16 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		return PrepareRuntimeResult{}, err
 	}
 	// A thread of another kind (the room switched provider or CLI) cannot be resumed by
-	// this runtime: it starts a new one, unbound (and the room told) only once it started,
-	// so a candidate that fails leaves the old configuration its thread.
+	// this runtime: it starts a new one. A candidate's is kept on its pending change and
+	// swapped in by the commit (store.CommitConfig), so a candidate never committed leaves
+	// the old configuration its thread; any other start unbinds the old thread (the room
+	// told) only once it started.
 	kind := domain.ThreadKind(hs.Config)
 	switched := ""
-	if hs.ProviderSessionID != "" && hs.ProviderSessionKind != "" && hs.ProviderSessionKind != kind {
-		switched, hs.ProviderSessionID = hs.ProviderSessionID, ""
+	if hs.ProviderSessionID != "" && threadKind != kind {
+		switched, hs.ProviderSessionID, hs.ProviderSessionKind = hs.ProviderSessionID, "", threadKind
 	}
+	candidateThread := switched != "" && in.ConfigGeneration > 0
 	// Heartbeat from here: a restore from a checkpoint may take a while, and a silent
 	// attempt would be timed out and raced by its own retry.
 	stopBeat := heartbeat(ctx)
@@ -289,7 +297,13 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 				domain.ErrTypeExactResume, nil)
 		}
 	}
-	if switched != "" {
+	switch {
+	case candidateThread && p.ProviderSessionID != "":
+		if err := r.Store.RecordCandidateThread(ctx, hs.RuntimeSessionID, in.ConfigGeneration, p.ProviderSessionID, kind, time.Now()); err != nil {
+			_ = r.Table.Teardown(context.WithoutCancel(ctx), hs.RuntimeSessionID, domain.CheckpointBeforeStop)
+			return PrepareRuntimeResult{}, superseded(fmt.Errorf("record the candidate thread of %s: %w", hs.RuntimeSessionID, err))
+		}
+	case switched != "" && !candidateThread:
 		reason := fmt.Sprintf("the room now runs %s (was %s): a thread of one provider cannot be resumed by another, so the room continues on a new thread",
 			kind, hs.ProviderSessionKind)
 		if err := r.Store.ReplaceProviderSession(ctx, hs.RuntimeSessionID, switched, reason, time.Now()); err != nil {
@@ -297,7 +311,7 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 			return PrepareRuntimeResult{}, err
 		}
 	}
-	if p.ProviderSessionID != "" && (p.ProviderSessionID != hs.ProviderSessionID || hs.ProviderSessionKind == "") {
+	if !candidateThread && p.ProviderSessionID != "" && (p.ProviderSessionID != hs.ProviderSessionID || hs.ProviderSessionKind == "") {
 		if err := r.Store.BindProviderSession(ctx, hs.RuntimeSessionID, p.ProviderSessionID, kind, time.Now()); err != nil {
 			// Without the binding a restart could not resume this thread: do not run on it.
 			_ = r.Table.Teardown(context.WithoutCancel(ctx), hs.RuntimeSessionID, domain.CheckpointBeforeStop)

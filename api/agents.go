@@ -165,8 +165,8 @@ func (s *Server) agentParam(c *gin.Context) (domain.Agent, error) {
 }
 
 // createAgent never changes an existing identity: a taken name is 409, except that asking
-// again for an owned agent exactly as it was created (kind, briefing, first template)
-// answers 200 with it, so a script run twice gets the same agent.
+// again for an owned agent as it was created (kind and briefing, and the first template
+// when one is given) answers 200 with it, so a script run twice gets the same agent.
 func (s *Server) createAgent(c *gin.Context) error {
 	var req CreateAgentRequest
 	if err := decodeJSON(c, &req); err != nil {
@@ -222,7 +222,7 @@ func (s *Server) createAgent(c *gin.Context) error {
 }
 
 // sameOwnedAgent is the existing owned agent named as req names one when it was created
-// as req asks: same briefing and a first template equal to cfg.
+// as req asks: same briefing and, when req gives a template, a first template equal to cfg.
 func (s *Server) sameOwnedAgent(ctx context.Context, req CreateAgentRequest, cfg domain.TemplateConfig) (domain.Agent, bool) {
 	if req.Kind != domain.AgentOwned {
 		return domain.Agent{}, false
@@ -230,6 +230,11 @@ func (s *Server) sameOwnedAgent(ctx context.Context, req CreateAgentRequest, cfg
 	a, err := s.cfg.Store.AgentByName(ctx, req.Name)
 	if err != nil || a.Kind != domain.AgentOwned || a.Briefing != req.Briefing {
 		return domain.Agent{}, false
+	}
+	if req.Template == nil {
+		// No template asked for: the agent by that name is the one meant, whatever its
+		// templates became since (the README's sections edit the demo's).
+		return a, true
 	}
 	ts, err := s.cfg.Store.ListTemplates(ctx, a.ID)
 	if err != nil || len(ts) == 0 {

@@ -24,15 +24,27 @@ const templateCheckWait = contract.TemplateCheckTimeout + time.Second
 // answered lacks something: a variable its env_allowlist names, or, host-native, its
 // command. A node that does not answer in time, or answers with a failure, is unknown; with
 // no answer at all nothing is judged and the save stands.
+// templateCheckFanOut bounds the template checks one save runs at once.
+const templateCheckFanOut = 16
+
 func (s *Server) checkTemplateOn(ctx context.Context, cfg domain.TemplateConfig, row domain.TransportSpec, nodes []domain.Node) error {
 	ctx, cancel := context.WithTimeout(ctx, templateCheckWait)
 	defer cancel()
 	answers := make([]*contract.TemplateCheck, len(nodes))
 	var wg sync.WaitGroup
+	// A bounded number of questions at once: a large fleet is asked in turn within the
+	// same time bound, and a node not reached in it is unknown, as a silent one is.
+	sem := make(chan struct{}, templateCheckFanOut)
 	for i, n := range nodes {
 		in := contract.TemplateCheckInput{Node: n.Name, Transport: cfg.Transport, Command: cfg.Command,
 			Env: cfg.EnvAllowlist, Sandboxed: cfg.Sandbox.Enabled}
 		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-ctx.Done():
+				return
+			}
 			var out contract.TemplateCheck
 			run, err := contract.Start(ctx, s.cfg.Temporal, contract.TypeTemplateCheck, contract.TemplateCheckID(in), in)
 			if err == nil {

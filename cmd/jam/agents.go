@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/internal/domain"
@@ -37,6 +39,18 @@ for jam template create, or by default the test agent (transport acp, alias defa
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := api.CreateAgentRequest{Name: args[0], Kind: domain.AgentKind(kind), Briefing: briefing}
+			if tf.transport == "" && tf.file == "" {
+				// A template flag alone would be dropped silently: say what it needs.
+				var given string
+				cmd.Flags().VisitAll(func(f *pflag.Flag) {
+					if given == "" && f.Changed && !slices.Contains([]string{"kind", "briefing"}, f.Name) && cmd.LocalFlags().Lookup(f.Name) != nil {
+						given = f.Name
+					}
+				})
+				if given != "" {
+					return fmt.Errorf("--%s describes the agent's first template: give --transport too (or --file)", given)
+				}
+			}
 			if tf.transport != "" || tf.file != "" {
 				raw, err := tf.body(cmd)
 				if err != nil {

@@ -95,3 +95,11 @@ func TestAgentStopAndStartWorkForAttachedAgents(t *testing.T) {
 		t.Fatalf("owned stop output %q", out)
 	}
 }
+
+// A template flag given to `jam agent create` without --transport is refused, not dropped.
+func TestAgentCreateRefusesTemplateFlagsWithoutATransport(t *testing.T) {
+	_, err := runCLIErr(t, "agent", "create", "coder", "--setting", "model=x", "--url", "http://127.0.0.1:1", "--token", "t")
+	if err == nil || !strings.Contains(err.Error(), "--setting") || !strings.Contains(err.Error(), "--transport") {
+		t.Fatalf("agent create --setting without --transport: %v", err)
+	}
+}

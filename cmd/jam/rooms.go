@@ -300,6 +300,7 @@ func waitReply(cmd *cobra.Command, cf *clientFlags, m api.MessageBody, wait time
 	}
 	after := m.Seq
 	var sessions []api.SessionBody
+	var lastFailures map[uuid.UUID]time.Time
 	nextSessions := time.Now()
 	for {
 		raw, err := cf.call(cmd, http.MethodGet, roomPath(room, "messages")+"?after="+strconv.FormatInt(after, 10), nil)
@@ -327,7 +328,18 @@ func waitReply(cmd *cobra.Command, cf *clientFlags, m api.MessageBody, wait time
 			if sessions, err = roomSessions(cmd, cf, room); err != nil {
 				return nil, err
 			}
-			if failed := failedSessions(sessions); len(failed) > 0 && len(failed) >= answerers {
+			// A failure counts once two reads apart show it unchanged: a save or restart
+			// just made clears it within milliseconds, and must not end the wait.
+			failed, now := failedSessions(sessions), map[uuid.UUID]time.Time{}
+			settled := 0
+			for _, s := range failed {
+				now[s.RuntimeSessionID] = s.Failure.At
+				if at, ok := lastFailures[s.RuntimeSessionID]; ok && at.Equal(s.Failure.At) {
+					settled++
+				}
+			}
+			lastFailures = now
+			if len(failed) > 0 && settled == len(failed) && len(failed) >= answerers {
 				return nil, &exitError{code: exitAgentsFailed, err: errors.New(describeFailures(failed))}
 			}
 		}

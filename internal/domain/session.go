@@ -38,6 +38,11 @@ type PendingChange struct {
 	Reason     string              `json:"reason,omitempty"`
 	// RecoveryTarget is the generation recovery treats as authoritative after a failure.
 	RecoveryTarget int64 `json:"recovery_target,omitempty"`
+	// Thread and ThreadKind are the provider thread a candidate of another thread kind
+	// started: bound only when the generation is committed, so a candidate that never is
+	// leaves the session its old thread.
+	Thread     string `json:"thread,omitempty"`
+	ThreadKind string `json:"thread_kind,omitempty"`
 }
 
 // Binding ties one runtime session to one room for one agent. An inactive binding is a

@@ -119,7 +119,11 @@ SELECT * FROM room_bindings WHERE agent_id = ? AND room_id = ? ORDER BY active D
 		if err != nil {
 			return err
 		}
-		if (pick.ID != uuid.Nil && pick.ID != hs.TemplateID) || (pick.Alias != "" && pick.Alias != hs.Config.Alias) {
+		t, err := q.pickTemplate(ctx, a, pick)
+		if err != nil {
+			return err
+		}
+		if t.ID != hs.TemplateID {
 			return domain.Refuse("agent %s was in this room before with template %q, and adding it back reuses that runtime session (its thread); add it without a template, then change that template (jam template save --apply-mode apply_and_restart)",
 				a.Name, hs.Config.Alias)
 		}
@@ -387,18 +391,26 @@ func (q *Q) ReplaceProviderSession(ctx context.Context, session uuid.UUID, previ
 		if hs.ProviderSessionID != previous || previous == "" {
 			return nil
 		}
-		if _, err := q.exec(ctx, `UPDATE runtime_sessions SET provider_session_id = NULL, provider_session_kind = NULL, updated_at = ? WHERE id = ?`, at, session); err != nil {
-			return err
-		}
-		_, err = q.appendEvents(ctx, at, NewEvent(domain.EventThreadReplaced, &hs.RoomID, &hs.AgentID, map[string]any{
-			"runtime_session": session, "previous_provider_session": previous, "reason": domain.Truncate(reason, 1000),
-		}))
-		return err
+		return q.unbindThread(ctx, hs, reason, at)
 	})
 	if err != nil {
 		return fmt.Errorf("replace provider session of %s: %w", session, err)
 	}
 	return nil
+}
+
+// unbindThread unbinds hs's provider thread and tells its room why, inside the caller's
+// transaction.
+func (q *Q) unbindThread(ctx context.Context, hs domain.HostSession, reason string, at time.Time) error {
+	at = domain.Timestamp(at)
+	if _, err := q.exec(ctx, `UPDATE runtime_sessions SET provider_session_id = NULL, provider_session_kind = NULL, updated_at = ? WHERE id = ?`,
+		at, hs.RuntimeSessionID); err != nil {
+		return err
+	}
+	_, err := q.appendEvents(ctx, at, NewEvent(domain.EventThreadReplaced, &hs.RoomID, &hs.AgentID, map[string]any{
+		"runtime_session": hs.RuntimeSessionID, "previous_provider_session": hs.ProviderSessionID, "reason": domain.Truncate(reason, 1000),
+	}))
+	return err
 }
 
 // ErrEvidenceChanged: the continuity evidence an operator confirmed is not the evidence now.

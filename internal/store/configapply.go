@@ -145,9 +145,52 @@ func (q *Q) commitConfig(ctx context.Context, session uuid.UUID, gen int64, at t
 	if err != nil {
 		return err
 	}
-	_, err = q.exec(ctx, `UPDATE host_sessions SET config = ?, effective_generation = ?, desired_generation = ?,
-    pending_change = NULL, updated_at = ? WHERE runtime_session_id = ?`, cfg, gen, max(gen, hs.DesiredGeneration), domain.Timestamp(at), session)
-	return err
+	if _, err = q.exec(ctx, `UPDATE host_sessions SET config = ?, effective_generation = ?, desired_generation = ?,
+    pending_change = NULL, updated_at = ? WHERE runtime_session_id = ?`, cfg, gen, max(gen, hs.DesiredGeneration), domain.Timestamp(at), session); err != nil {
+		return err
+	}
+	return q.switchThread(ctx, hs, t.Config, gen, at)
+}
+
+// switchThread runs in the transaction that makes next the effective configuration of hs
+// (generation gen): when next runs another kind of thread than the one hs is bound to (the
+// room switched provider or CLI; a thread of one can never be resumed by another), the old
+// thread is unbound and the room told, and the thread the candidate of gen started, if it
+// recorded one, is bound in its place. A dormant room's next wake starts a new thread.
+func (q *Q) switchThread(ctx context.Context, hs domain.HostSession, next domain.TemplateConfig, gen int64, at time.Time) error {
+	from, to := domain.ThreadKind(hs.Config), domain.ThreadKind(next)
+	if hs.ProviderSessionKind != "" {
+		from = hs.ProviderSessionKind
+	}
+	if hs.ProviderSessionID == "" || from == to {
+		return nil
+	}
+	reason := fmt.Sprintf("the room now runs %s (was %s): a thread of one provider cannot be resumed by another, so the room continues on a new thread", to, from)
+	if err := q.unbindThread(ctx, hs, reason, at); err != nil {
+		return err
+	}
+	if pc := hs.PendingChange; pc != nil && pc.Generation == gen && pc.Thread != "" {
+		return q.BindProviderSession(ctx, hs.RuntimeSessionID, pc.Thread, pc.ThreadKind, at)
+	}
+	return nil
+}
+
+// RecordCandidateThread keeps the provider thread the candidate of generation gen started
+// (of another kind than the session's bound thread) on its pending change, for the commit
+// to bind. A pending change of another generation is left alone.
+func (q *Q) RecordCandidateThread(ctx context.Context, session uuid.UUID, gen int64, thread, kind string, at time.Time) error {
+	return q.atomic(ctx, func(q *Q) error {
+		hs, err := q.GetHostSession(ctx, session)
+		if err != nil {
+			return err
+		}
+		pc := hs.PendingChange
+		if pc == nil || pc.Generation != gen {
+			return fmt.Errorf("session %s has no pending change of generation %d: %w", session, gen, ErrSuperseded)
+		}
+		pc.Thread, pc.ThreadKind = thread, kind
+		return q.setPending(ctx, session, pc, at)
+	})
 }
 
 // FailConfig records that generation gen could not be applied: the old configuration stays

@@ -99,3 +99,68 @@ func TestAProviderSessionKeepsTheKindThatBoundIt(t *testing.T) {
 		}
 	})
 }
+
+// A configuration of another thread kind takes its candidate's thread only when it is
+// committed: a candidate that fails leaves the old thread bound; a commit unbinds the old
+// thread (the room told) and binds the candidate's; a change of the CLI's directory only
+// keeps the thread. Sessions bound before kinds were recorded are judged by their
+// effective configuration.
+func TestAThreadOfAnotherKindIsSwappedInOnlyByItsCommit(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		tmpl, session := applyFixture(t, s) // acp, /bin/agent-v1
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(s.BindProviderSession(ctx, session, "t-1", "", time.Now())) // bound before kinds were recorded
+		bound := func() (string, string) {
+			hs, err := s.GetHostSession(ctx, session)
+			must(err)
+			return hs.ProviderSessionID, hs.ProviderSessionKind
+		}
+
+		failed := saveCommand(t, s, tmpl, "/bin/other-agent")
+		_, err := s.MarkConfigApplying(ctx, session, failed.DesiredGeneration, time.Now())
+		must(err)
+		must(s.RecordCandidateThread(ctx, session, failed.DesiredGeneration, "t-failed", "acp:other-agent", time.Now()))
+		must(s.FailConfig(ctx, session, failed.DesiredGeneration, "the candidate did not start", time.Now()))
+		if id, _ := bound(); id != "t-1" {
+			t.Fatalf("a failed candidate moved the thread to %q", id)
+		}
+
+		moved := saveCommand(t, s, tmpl, "/opt/agent/agent-v1") // same CLI, another directory
+		must(s.CommitConfig(ctx, session, moved.DesiredGeneration, time.Now()))
+		if id, _ := bound(); id != "t-1" {
+			t.Fatalf("moving the CLI replaced the thread with %q", id)
+		}
+
+		switched := saveCommand(t, s, tmpl, "/bin/other-agent")
+		_, err = s.MarkConfigApplying(ctx, session, switched.DesiredGeneration, time.Now())
+		must(err)
+		must(s.RecordCandidateThread(ctx, session, switched.DesiredGeneration, "t-2", "acp:other-agent", time.Now()))
+		must(s.CommitConfig(ctx, session, switched.DesiredGeneration, time.Now()))
+		if id, kind := bound(); id != "t-2" || kind != "acp:other-agent" {
+			t.Fatalf("after the switch: %q %q, want the candidate's thread", id, kind)
+		}
+		hs, err := s.GetHostSession(ctx, session)
+		must(err)
+		var told bool
+		for _, k := range eventKinds(t, s, EventFilter{Room: &hs.RoomID}) {
+			told = told || k == domain.EventThreadReplaced
+		}
+		if !told {
+			t.Fatal("the room was not told its thread was replaced")
+		}
+
+		// A dormant room (no candidate started): the commit unbinds; its next wake starts fresh.
+		dormant := saveCommand(t, s, tmpl, "/bin/third-agent")
+		must(s.CommitConfig(ctx, session, dormant.DesiredGeneration, time.Now()))
+		if id, _ := bound(); id != "" {
+			t.Fatalf("a committed switch kept thread %q bound", id)
+		}
+	})
+}
