@@ -23,7 +23,9 @@ import (
 // `jam node list` shows them without anyone asking for a probe.
 func TestDevShowsItsProviderCLIsWithoutAProbe(t *testing.T) {
 	t.Parallel()
-	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), ownedEnv(t, t.TempDir(), probeCLIsAtStart))
+	// ACP only: what is shown without a probe is the point, not every CLI's `--version`
+	// (opencode's alone costs seconds of CPU on a busy 2-core machine).
+	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), ownedEnv(t, t.TempDir(), probeCLIsAtStart, "JAM_WORKER_PROVIDERS=acp"))
 	var node api.NodeBody
 	wait.Eventually(t, 60*time.Second, func() error {
 		var nodes api.NodeList
