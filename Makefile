@@ -19,10 +19,8 @@ build:
 	$(GO) build -o bin/jam-stubmodel ./cmd/jam-stubmodel
 
 ## test: every test; Postgres tests run when JAM_TEST_DATABASE_URL is set (required with JAM_REQUIRE_POSTGRES=1)
-##       ./test (the cross-process tests, the longest package) is named first so it starts
-##       first; the other packages run beside it
 test:
-	$(GO) test -count=1 -parallel 4 -timeout 20m ./test/ ./...
+	$(GO) test -count=1 -parallel 4 -timeout 20m ./...
 
 ## test-race: the race detector over the runtime activities, API, Band, permission and question brokers, provider adapters and tools
 test-race:
