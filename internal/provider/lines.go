@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -23,45 +24,90 @@ func GuardJSONLines(r io.Reader, max int, log *slog.Logger) io.Reader {
 	}
 	pr, pw := io.Pipe()
 	go func() {
-		br := bufio.NewReaderSize(r, 64<<10)
-		var line []byte
-		oversized := false
-		dropped := 0
+		lr := NewLineReader(r, max)
 		for {
-			chunk, err := br.ReadSlice('\n')
-			if !oversized {
-				if len(line)+len(chunk) > max {
-					oversized, dropped, line = true, len(line), line[:0]
-				} else {
-					line = append(line, chunk...)
-				}
-			}
-			if oversized {
-				dropped += len(chunk)
-			}
-			if errors.Is(err, bufio.ErrBufferFull) {
+			line, err := lr.Next()
+			var g *Garbage
+			switch {
+			case errors.As(err, &g):
+				log.Warn("provider protocol line dropped: "+g.Reason, "bytes", g.Bytes, "limit", max, "prefix", g.Prefix)
 				continue
+			case err != nil:
+				_ = pw.CloseWithError(err)
+				return
 			}
-			complete := err == nil
-			if oversized {
-				log.Warn("provider protocol line dropped: too long", "bytes", dropped, "limit", max)
-				oversized, dropped = false, 0
-			} else if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
-				if !json.Valid(trimmed) {
-					log.Warn("provider protocol line dropped: not JSON", "prefix", string(trimmed[:min(len(trimmed), 200)]))
-				} else if _, werr := pw.Write(append(trimmed, '\n')); werr != nil {
-					_ = pw.CloseWithError(werr)
-					return
-				}
-			}
-			line = line[:0]
-			if !complete {
+			if _, err := pw.Write(append(line, '\n')); err != nil {
 				_ = pw.CloseWithError(err)
 				return
 			}
 		}
 	}()
 	return pr
+}
+
+// Garbage is input a protocol reader dropped (too long, or not JSON), reported as an error
+// that does not end the stream.
+type Garbage struct {
+	Reason string
+	// Bytes is how much was dropped.
+	Bytes int
+	// Prefix is the start of what was dropped (empty for an oversized message, which is
+	// never buffered whole).
+	Prefix string
+}
+
+func (g *Garbage) Error() string { return fmt.Sprintf("%s (%d bytes)", g.Reason, g.Bytes) }
+
+// NewGarbage reports a message of b that was dropped for reason.
+func NewGarbage(reason string, b []byte) *Garbage {
+	return &Garbage{Reason: reason, Bytes: len(b), Prefix: string(b[:min(len(b), 200)])}
+}
+
+// LineReader reads newline-delimited JSON. A line longer than max is dropped without being
+// buffered whole, and so is a line that is not JSON: both come back as *Garbage and the next
+// line is read as usual. Blank lines are skipped.
+type LineReader struct {
+	br  *bufio.Reader
+	max int
+}
+
+// NewLineReader reads lines of at most max bytes from r.
+func NewLineReader(r io.Reader, max int) *LineReader {
+	return &LineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// Next returns the next JSON line (trimmed, valid until the next call), a *Garbage for a
+// line dropped, or the reader's error (io.EOF at the end). A final line without a newline
+// still counts.
+func (lr *LineReader) Next() ([]byte, error) {
+	var line []byte
+	dropped := 0
+	for {
+		chunk, err := lr.br.ReadSlice('\n')
+		if dropped == 0 && len(line)+len(chunk) <= lr.max {
+			line = append(line, chunk...)
+		} else {
+			dropped += len(line) + len(chunk)
+			line = line[:0]
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if dropped > 0 {
+			return nil, &Garbage{Reason: "too long", Bytes: dropped}
+		}
+		trimmed := bytes.TrimSpace(line)
+		switch {
+		case len(trimmed) > 0 && !json.Valid(trimmed):
+			return nil, NewGarbage("not JSON", trimmed)
+		case len(trimmed) > 0:
+			// The line is whole; a read error after it comes with the next call.
+			return trimmed, nil
+		case err != nil:
+			return nil, err
+		}
+		line = line[:0]
+	}
 }
 
 // TailBuffer keeps the last n bytes written to it (a child's stderr for diagnostics).

@@ -250,3 +250,13 @@ func startRetryingBusy(ctx context.Context, build func() (*exec.Cmd, error)) (*e
 		}
 	}
 }
+
+// LivenessOf reports child and whether its transport is open (nil child: nothing started);
+// the transport of a process that is gone is closed whatever its reader says.
+func LivenessOf(child *Child, transportOpen bool) Liveness {
+	if child == nil {
+		return Liveness{}
+	}
+	alive := child.Alive()
+	return Liveness{PID: child.PID(), ProcessAlive: alive, TransportOpen: alive && transportOpen}
+}

@@ -96,8 +96,8 @@ var (
 type SettlementOptions struct {
 	// DispositionCapable: the runtime settles through jam_reply_to_message / jam_no_reply.
 	DispositionCapable bool
-	// ExplicitDisposition is JAM_OWNED_EXPLICIT_DISPOSITION (default on). Off restores the
-	// final-text fallback for every source.
+	// ExplicitDisposition: the prompt asks for an explicit disposition (every adapter sets
+	// it). Off restores the final-text fallback for every source.
 	ExplicitDisposition bool
 	// Max bounds dispositions per turn (domain.MaxDispositionsPerTurn when 0).
 	Max int

@@ -21,7 +21,7 @@ var _ sdk.Client = (*client)(nil)
 // replay of session/load, command lists) and for another session are dropped.
 func (c *client) SessionUpdate(_ context.Context, n sdk.SessionNotification) error {
 	r := c.r
-	t := r.currentTurn()
+	t := r.CurrentTurn()
 	r.mu.Lock()
 	session := r.session
 	r.mu.Unlock()
@@ -32,16 +32,16 @@ func (c *client) SessionUpdate(_ context.Context, n sdk.SessionNotification) err
 	switch {
 	case u.AgentMessageChunk != nil:
 		if text := textOf(u.AgentMessageChunk.Content); text != "" {
-			t.settle.AddText(text)
-			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTextDelta, Text: text})
+			t.Settle.AddText(text)
+			r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentTextDelta, Text: text})
 		}
 	case u.AgentThoughtChunk != nil:
 		if text := textOf(u.AgentThoughtChunk.Content); text != "" {
-			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentThought, Text: text})
+			r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentThought, Text: text})
 		}
 	case u.ToolCall != nil:
 		tc := u.ToolCall
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentToolCall, Tool: &provider.ToolCall{
+		r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentToolCall, Tool: &provider.ToolCall{
 			ID: bounded(string(tc.ToolCallId)), Title: bounded(tc.Title), Kind: string(tc.Kind), Status: string(tc.Status)}})
 	case u.ToolCallUpdate != nil:
 		tu := u.ToolCallUpdate
@@ -59,13 +59,13 @@ func (c *client) SessionUpdate(_ context.Context, n sdk.SessionNotification) err
 				kind = domain.AgentToolResult
 			}
 		}
-		r.stamper.Emit(provider.AgentEvent{Kind: kind, Tool: call})
+		r.Stamper.Emit(provider.AgentEvent{Kind: kind, Tool: call})
 	case u.UsageUpdate != nil:
 		// ACP's usage_update is a context gauge, not per-turn usage: it becomes a status line.
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus,
+		r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus,
 			Text: fmt.Sprintf("context %d/%d tokens", u.UsageUpdate.Used, u.UsageUpdate.Size)})
 	case u.Plan != nil:
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus, Text: fmt.Sprintf("plan with %d entries", len(u.Plan.Entries))})
+		r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus, Text: fmt.Sprintf("plan with %d entries", len(u.Plan.Entries))})
 	}
 	return nil
 }
@@ -75,25 +75,25 @@ func (c *client) SessionUpdate(_ context.Context, n sdk.SessionNotification) err
 func (c *client) RequestPermission(ctx context.Context, p sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
 	r := c.r
 	cancelled := sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{Cancelled: &sdk.RequestPermissionOutcomeCancelled{}}}
-	t := r.currentTurn()
+	t := r.CurrentTurn()
 	if t == nil {
 		return cancelled, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(t.ctx, cancel)
+	stop := context.AfterFunc(t.Ctx, cancel)
 	defer stop()
 
-	req := provider.PermissionRequest{AgentID: r.spec.AgentID, RoomID: r.spec.RoomID, RuntimeSession: r.spec.RuntimeSession,
+	req := provider.PermissionRequest{AgentID: r.Spec.AgentID, RoomID: r.Spec.RoomID, RuntimeSession: r.Spec.RuntimeSession,
 		ToolKey: toolKey(p.ToolCall), Title: titleOf(p.ToolCall), Summary: summaryOf(p)}
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentPermissionRequest, Text: req.Title,
+	r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentPermissionRequest, Text: req.Title,
 		Permission: &provider.PermissionAsk{ToolKey: req.ToolKey, Title: req.Title}})
-	ans, err := r.spec.AskPermission(ctx, req)
+	ans, err := r.Spec.AskPermission(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return cancelled, nil
 		}
-		r.log.Warn("permission broker failed; denying", "err", err)
+		r.Log.Warn("permission broker failed; denying", "err", err)
 		ans = provider.PermissionAnswer{Decision: domain.PermissionDeny, Reason: "the permission broker failed"}
 	}
 	if id, ok := pickOption(p.Options, ans.Decision); ok {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -36,159 +35,75 @@ var ClientVersion = "dev"
 
 // Runtime is one ACP agent process serving one runtime session.
 type Runtime struct {
-	spec    provider.Spec
-	log     *slog.Logger
-	stamper *provider.Stamper
-	// roster is what the runtime has been told of its room.
-	roster *provider.RosterTracker
-	stderr *provider.TailBuffer
+	*provider.Lifecycle
 
-	// prepMu serializes Prepare and Teardown; mu guards the fields and is never held across
-	// a protocol call, because the agent's updates are handled while a request is pending.
-	prepMu  sync.Mutex
+	// mu guards the fields below and is never held across a protocol call, because the
+	// agent's updates are handled while a request is pending.
 	mu      sync.Mutex
 	child   *provider.Child
 	conn    *sdk.ClientSideConnection
 	session sdk.SessionId
 	caps    sdk.AgentCapabilities
-	// tools: the session was given Jam's MCP server, so its prompts mention the tools.
-	tools    bool
+	// mcpTools: the session was given Jam's MCP server, so its prompts mention the tools.
+	mcpTools bool
 	identity string
 	// version is what the agent reported of itself in initialize.
 	version  string
-	prepared bool
-	tornDown bool
-	// stopping is set by Teardown before it waits for prepMu; prepCancel ends a Prepare in
-	// flight so a teardown never waits out a hung handshake.
-	stopping   bool
-	prepCancel context.CancelFunc
-	turn       *turnState
-	preamble   string // the preamble this connection last saw
-	exited     chan struct{}
-	closeOnce  sync.Once
-}
-
-type turnState struct {
-	id          string
-	settle      *provider.Settlement
-	ctx         context.Context
-	interrupt   context.CancelFunc
-	interrupted bool
+	preamble string // the preamble this connection last saw
 }
 
 var _ provider.Runtime = (*Runtime)(nil)
 
 // New builds an unprepared ACP runtime.
 func New(spec provider.Spec) (provider.Runtime, error) {
-	if spec.Executable == "" {
-		return nil, fmt.Errorf("acp runtime: no executable: %w", provider.ErrInvalidSpec)
+	lc, err := provider.NewLifecycle(spec, provider.LifecycleConfig{Name: "acp", Who: "the agent", ReadyFallback: PrepareTimeout})
+	if err != nil {
+		return nil, err
 	}
-	if spec.Dir == "" {
-		return nil, fmt.Errorf("acp runtime: no working directory: %w", provider.ErrInvalidSpec)
-	}
-	log := spec.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	log = log.With("runtime_session", spec.RuntimeSession, "generation", spec.Generation, "transport", spec.Transport)
-	return &Runtime{
-		spec:    spec,
-		log:     log,
-		stamper: spec.Stamper(false),
-		roster:  provider.NewRosterTracker(spec.Roster),
-		stderr:  provider.NewTailBuffer(16 << 10),
-		exited:  make(chan struct{}),
-	}, nil
+	r := &Runtime{Lifecycle: lc}
+	lc.Bind(provider.Adapter{Start: r.start, Handshake: r.handshake, Release: r.release,
+		Prepared: r.prepared, Liveness: r.liveness})
+	return r, nil
 }
 
-// Prepare spawns the agent, initializes protocol v1 and binds its session: session/load or
-// session/resume of the bound provider session (as the agent advertises), else session/new.
-// Anything it started is reaped when it fails or ctx ends first.
-func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
-	r.prepMu.Lock()
-	defer r.prepMu.Unlock()
-	r.mu.Lock()
-	switch {
-	case r.tornDown || r.stopping:
-		r.mu.Unlock()
-		return provider.Prepared{}, fmt.Errorf("prepare: %w", provider.ErrNotPrepared)
-	case r.prepared:
-		p := r.preparedLocked()
-		r.mu.Unlock()
-		return p, nil
-	}
-	// The readiness bound holds whatever the caller's deadline: an agent that never answers
-	// initialize must not sit "starting" for the length of the activity.
-	ctx, cancelReady := provider.WithReadiness(ctx, r.spec.ReadyTimeout, PrepareTimeout, "the agent")
-	defer cancelReady()
-	ctx, cancelPrep := context.WithCancel(ctx)
-	defer cancelPrep()
-	r.prepCancel = cancelPrep
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.prepCancel = nil
-		r.mu.Unlock()
-	}()
-	spawner := r.spec.Spawner
-	if spawner == nil {
-		spawner = provider.DefaultSpawner
-	}
-	child, err := spawner.Spawn(ctx, provider.Command{Path: r.spec.Executable, Args: r.spec.Args, Env: r.spec.Env,
-		Dir: r.spec.Dir, Stderr: r.stderr})
+// start spawns the agent and opens its ACP connection.
+func (r *Runtime) start(ctx context.Context) error {
+	child, err := r.Spawn(ctx, r.Spec.Args)
 	if err != nil {
-		return provider.Prepared{}, fmt.Errorf("spawn acp agent: %w", err)
+		return err
 	}
-	child.OnExit(func() { r.closeOnce.Do(func() { close(r.exited) }) })
+	child.OnExit(r.MarkExited)
 	// The SDK starts reading at once and its SetLogger is a plain write: nothing is read
 	// until the logger is set, or an agent that exits at once races it.
 	logged := make(chan struct{})
 	conn := sdk.NewClientSideConnection(&client{r: r}, child.Stdin,
-		gatedReader{gate: logged, r: provider.GuardJSONLines(child.Stdout, provider.MaxProtocolLine, r.log)})
-	conn.SetLogger(r.log)
+		gatedReader{gate: logged, r: provider.GuardJSONLines(child.Stdout, provider.MaxProtocolLine, r.Log)})
+	conn.SetLogger(r.Log)
 	close(logged)
 	r.mu.Lock()
 	r.child, r.conn = child, conn
 	r.mu.Unlock()
-
-	if err := r.handshake(ctx, conn); err != nil {
-		child.Kill(provider.ChildShutdownGrace)
-		if tail := r.stderr.String(); tail != "" {
-			r.log.Warn("acp agent failed to prepare", "stderr_tail", tail)
-		}
-		if nr := provider.NotReady(ctx); nr != nil {
-			return provider.Prepared{}, fmt.Errorf("prepare acp runtime: %w", nr)
-		}
-		if ctx.Err() != nil && !errors.Is(err, provider.ErrExactResumeUnavailable) {
-			return provider.Prepared{}, fmt.Errorf("prepare acp runtime: %w", errors.Join(context.Cause(ctx), err))
-		}
-		return provider.Prepared{}, fmt.Errorf("prepare acp runtime: %w", err)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.prepared = true
-	return r.preparedLocked(), nil
+	return nil
 }
 
-func (r *Runtime) preparedLocked() provider.Prepared {
+// prepared is the bound session: session/load or session/resume of the bound provider
+// session (as the agent advertises), else session/new.
+func (r *Runtime) prepared() provider.Prepared {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	pid := 0
 	if r.child != nil {
 		pid = r.child.PID()
 	}
-	return provider.Prepared{ProviderSessionID: string(r.session), Resumed: r.spec.ProviderSessionID != "",
+	return provider.Prepared{ProviderSessionID: string(r.session), Resumed: r.Spec.ProviderSessionID != "",
 		Identity: r.identity, Version: r.version, PID: pid}
 }
 
-// resumeFailed classifies a failed resume of the bound session: the agent's refusal is
-// evidence that exact resume is unavailable; running out of time is not.
-func resumeFailed(method, want string, ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("%s %s: %w", method, want, err)
-	}
-	return fmt.Errorf("%w: %s %s: %w", provider.ErrExactResumeUnavailable, method, want, err)
-}
-
-func (r *Runtime) handshake(ctx context.Context, conn *sdk.ClientSideConnection) error {
+// handshake initializes protocol v1 and binds the session.
+func (r *Runtime) handshake(ctx context.Context) error {
+	r.mu.Lock()
+	conn := r.conn
+	r.mu.Unlock()
 	init, err := conn.Initialize(ctx, sdk.InitializeRequest{
 		ProtocolVersion: sdk.ProtocolVersionNumber,
 		// No fs or terminal capability: the agent works in its own workspace.
@@ -210,24 +125,24 @@ func (r *Runtime) handshake(ctx context.Context, conn *sdk.ClientSideConnection)
 	r.caps, r.identity, r.version = init.AgentCapabilities, identity, version
 	r.mu.Unlock()
 	if identity != "" {
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentRuntimeIdentity, Text: identity})
+		r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentRuntimeIdentity, Text: identity})
 	}
-	caps, cwd := init.AgentCapabilities, r.spec.Dir
-	mcp := mcpServers(r.spec.MCP, caps.McpCapabilities)
+	caps, cwd := init.AgentCapabilities, r.Spec.Dir
+	mcp := mcpServers(r.Spec.MCP, caps.McpCapabilities)
 	r.mu.Lock()
-	r.tools = len(mcp) > 0
+	r.mcpTools = len(mcp) > 0
 	r.mu.Unlock()
-	if want := r.spec.ProviderSessionID; want != "" {
+	if want := r.Spec.ProviderSessionID; want != "" {
 		id := sdk.SessionId(want)
 		switch {
 		case caps.LoadSession:
 			// session/load replays history as updates; no turn is open, so they are dropped.
 			if _, err := conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: id, Cwd: cwd, McpServers: mcp}); err != nil {
-				return resumeFailed("session/load", want, ctx, err)
+				return provider.ResumeFailed(ctx, "session/load "+want, err)
 			}
 		case caps.SessionCapabilities.Resume != nil:
 			if _, err := conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: id, Cwd: cwd, McpServers: mcp}); err != nil {
-				return resumeFailed("session/resume", want, ctx, err)
+				return provider.ResumeFailed(ctx, "session/resume "+want, err)
 			}
 		default:
 			return fmt.Errorf("%w: the agent advertises neither session/load nor session/resume", provider.ErrExactResumeUnavailable)
@@ -247,49 +162,35 @@ func (r *Runtime) handshake(ctx context.Context, conn *sdk.ClientSideConnection)
 	r.mu.Lock()
 	r.session = ns.SessionId
 	r.mu.Unlock()
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentProviderSessionBound, ProviderSessionID: string(ns.SessionId)})
+	r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentProviderSessionBound, ProviderSessionID: string(ns.SessionId)})
 	return nil
 }
 
 // RunTurn sends one session/prompt with the final-response envelope and maps the streamed
 // updates to events. Cancelling ctx sends session/cancel; the turn then ends Cancelled.
 func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.TurnResult, error) {
+	ts, err := r.BeginTurn(ctx, turn, provider.SettlementOptions{ExplicitDisposition: true})
+	if err != nil {
+		return provider.TurnResult{}, err
+	}
+	defer r.EndTurn(ts)
+	turnCtx := ts.Ctx
+	membership := r.Roster.Advance(turn.Roster)
+	preamble := provider.Preamble(r.Spec.Briefing, r.Roster.Current())
 	r.mu.Lock()
-	if !r.prepared || r.tornDown {
-		r.mu.Unlock()
-		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrNotPrepared)
-	}
-	if r.turn != nil {
-		r.mu.Unlock()
-		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrTurnInProgress)
-	}
-	if !r.child.Alive() {
-		r.mu.Unlock()
-		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrRuntimeExited)
-	}
-	turnCtx, interrupt := context.WithCancel(ctx)
-	defer interrupt()
-	ts := &turnState{id: turn.ID, ctx: turnCtx, interrupt: interrupt,
-		settle: provider.NewSettlement(turn.Messages, provider.SettlementOptions{ExplicitDisposition: true})}
-	r.turn = ts
-	membership := r.roster.Advance(turn.Roster)
-	preamble := provider.Preamble(r.spec.Briefing, r.roster.Current())
-	env := provider.Envelope{Style: provider.FinalResponse, Messages: turn.Messages, Tools: r.tools, Membership: membership}
+	env := provider.Envelope{Style: provider.FinalResponse, Messages: turn.Messages, Tools: r.mcpTools, Membership: membership}
 	// ACP has no instruction channel: the preamble rides on the first prompt of a
 	// connection and again only when it changed.
 	if preamble != r.preamble {
 		env.Preamble, r.preamble = preamble, preamble
 	}
 	conn, session := r.conn, r.session
-	r.stamper.BeginTurn(turn.ID, turn.Source())
 	r.mu.Unlock()
 
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnStarted})
+	r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnStarted})
 	resp, err := r.prompt(turnCtx, conn, session, provider.RenderEnvelope(env))
 
-	r.mu.Lock()
-	interrupted := ts.interrupted || turnCtx.Err() != nil
-	r.mu.Unlock()
+	interrupted := ts.Interrupted() || turnCtx.Err() != nil
 	exited := false
 	if err != nil {
 		exited = r.transportLost(conn)
@@ -309,18 +210,13 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 		outcome = domain.TurnCancelled
 	}
 	if err == nil && resp.Usage != nil {
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentUsage, Usage: usageOf(resp.Usage)})
+		r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentUsage, Usage: usageOf(resp.Usage)})
 	}
 	if outcome == domain.TurnComplete {
 		// A silent turn acknowledges its messages (it has no final text to emit).
-		ts.settle.StageSilentNoReply(r.emitDisposition)
+		ts.Settle.StageSilentNoReply(r.EmitDisposition)
 	}
-	res := provider.CloseTurn(r.stamper, ts.settle, outcome, turnErr)
-	r.stamper.EndTurn()
-	r.mu.Lock()
-	r.turn = nil
-	r.mu.Unlock()
-	return res, nil
+	return provider.CloseTurn(r.Stamper, ts.Settle, outcome, turnErr), nil
 }
 
 // transportLost reports whether the agent's connection is gone, waiting briefly for the
@@ -334,7 +230,7 @@ func (r *Runtime) transportLost(conn *sdk.ClientSideConnection) bool {
 	t := time.NewTimer(provider.ChildShutdownGrace)
 	defer t.Stop()
 	select {
-	case <-r.exited:
+	case <-r.Exited():
 	case <-t.C:
 	}
 	return true
@@ -365,13 +261,13 @@ func (r *Runtime) prompt(ctx context.Context, conn *sdk.ClientSideConnection, se
 		defer t.Stop()
 		go func() {
 			if err := conn.Cancel(context.Background(), sdk.CancelNotification{SessionId: session}); err != nil {
-				r.log.Warn("session/cancel failed", "err", err)
+				r.Log.Warn("session/cancel failed", "err", err)
 			}
 		}()
 		select {
 		case <-done:
 		case <-t.C:
-			r.log.Warn("acp agent ignored session/cancel; killing it", "grace", CancelGrace)
+			r.Log.Warn("acp agent ignored session/cancel; killing it", "grace", CancelGrace)
 			r.mu.Lock()
 			child := r.child
 			r.mu.Unlock()
@@ -382,104 +278,51 @@ func (r *Runtime) prompt(ctx context.Context, conn *sdk.ClientSideConnection, se
 	return conn.Prompt(reqCtx, sdk.PromptRequest{SessionId: session, Prompt: []sdk.ContentBlock{sdk.TextBlock(text)}})
 }
 
-func (r *Runtime) emitDisposition(d provider.Disposition) {
-	d2 := d
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentDispositionStaged, Disposition: &d2})
-}
-
 // Steer is unsupported: a message arriving mid-turn starts the next turn on the same session.
 func (r *Runtime) Steer(context.Context, []provider.Message) error {
 	return provider.ErrSteerUnsupported
 }
 
-// Interrupt ends the running turn as Cancelled (session/cancel).
-func (r *Runtime) Interrupt(context.Context) error {
+// release closes the session where the agent supports it and reaps the process group.
+func (r *Runtime) release(ctx context.Context) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.turn != nil {
-		r.turn.interrupted = true
-		r.turn.interrupt()
-	}
-	return nil
-}
-
-// Teardown retires the instance (it can no longer emit), closes the session where the agent
-// supports it and reaps the process group. It is idempotent.
-func (r *Runtime) Teardown(ctx context.Context, reason domain.CheckpointReason) error {
-	r.stamper.Retire()
-	r.mu.Lock()
-	r.stopping = true
-	if r.prepCancel != nil {
-		r.prepCancel()
-	}
-	r.mu.Unlock()
-	r.prepMu.Lock()
-	defer r.prepMu.Unlock()
-	r.mu.Lock()
-	if r.tornDown {
-		r.mu.Unlock()
-		return nil
-	}
-	r.tornDown = true
-	// A turn of a child that is still alive is interrupted. A child that already died (the
-	// registry tears a crashed runtime down) failed its turn: the prompt ends on the lost
-	// transport as Failed, not as an interrupt's Cancelled.
-	if r.turn != nil && r.child != nil && r.child.Alive() {
-		r.turn.interrupted = true
-		r.turn.interrupt()
-	}
 	child, conn, session, canClose := r.child, r.conn, r.session, r.caps.SessionCapabilities.Close != nil
 	r.mu.Unlock()
-	r.log.Info("acp runtime teardown", "reason", reason)
 	if child == nil {
-		return nil
+		return
 	}
 	if canClose && session != "" && child.Alive() {
 		cctx, cancel := context.WithTimeout(ctx, closeTimeout)
 		if _, err := conn.CloseSession(cctx, sdk.CloseSessionRequest{SessionId: session}); err != nil {
-			r.log.Debug("session/close failed", "err", err)
+			r.Log.Debug("session/close failed", "err", err)
 		}
 		cancel()
 	}
 	child.Kill(provider.ChildShutdownGrace)
-	return nil
 }
 
-// Liveness reports the child and its transport.
-func (r *Runtime) Liveness() provider.Liveness {
+// liveness reports the child and its transport.
+func (r *Runtime) liveness() provider.Liveness {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.child == nil {
 		return provider.Liveness{}
 	}
-	open := false
+	open := true
 	select {
 	case <-r.conn.Done():
+		open = false
 	default:
-		open = true
 	}
-	return provider.Liveness{PID: r.child.PID(), ProcessAlive: r.child.Alive(), TransportOpen: open}
-}
-
-// Exited is closed when the agent process exits.
-func (r *Runtime) Exited() <-chan struct{} { return r.exited }
-
-// IdlePolicy is the spec's, else the catalog row's.
-func (r *Runtime) IdlePolicy() domain.IdlePolicy {
-	if r.spec.IdlePolicy != "" {
-		return r.spec.IdlePolicy
-	}
-	if row, ok := domain.LookupTransport(r.spec.Transport); ok {
-		return row.IdlePolicy
-	}
-	return domain.IdleAllow
+	return provider.LivenessOf(r.child, open)
 }
 
 // ReadinessWarning says when the agent cannot continue a conversation after a restart.
 func (r *Runtime) ReadinessWarning() string {
+	prepared := r.IsPrepared()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.prepared && !r.caps.LoadSession && r.caps.SessionCapabilities.Resume == nil {
+	if prepared && !r.caps.LoadSession && r.caps.SessionCapabilities.Resume == nil {
 		return "this agent supports neither session/load nor session/resume: after its process stops, the room cannot continue the same conversation"
 	}
 	return ""
@@ -490,12 +333,6 @@ func (r *Runtime) Identity() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.identity
-}
-
-func (r *Runtime) currentTurn() *turnState {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.turn
 }
 
 func usageOf(u *sdk.Usage) *provider.Usage {
@@ -536,18 +373,6 @@ func mcpServers(e *provider.MCPEndpoint, caps sdk.McpCapabilities) []sdk.McpServ
 		}
 	}
 	return []sdk.McpServer{{Stdio: &sdk.McpServerStdio{Name: e.Name, Command: e.BridgeCommand, Args: append([]string{}, e.BridgeArgs...), Env: env}}}
-}
-
-// StageDisposition stages a settlement tool call (jam_reply_to_message / jam_no_reply over
-// MCP) in the running turn.
-func (r *Runtime) StageDisposition(d provider.Disposition) error {
-	var s *provider.Settlement
-	r.mu.Lock()
-	if r.turn != nil {
-		s = r.turn.settle
-	}
-	r.mu.Unlock()
-	return provider.StageInTurn(s, d, r.emitDisposition)
 }
 
 // gatedReader reads from r once gate is closed.

@@ -31,26 +31,26 @@ const (
 // template, Jam's tools and instructions, and the session: --resume of the bound one or
 // --session-id of a new one, each in the one-token form so an id can never read as a flag).
 func (r *Runtime) argv(session string, resume bool) ([]string, error) {
-	row, _ := domain.LookupTransport(r.spec.Transport)
-	for _, a := range r.spec.Args {
+	row, _ := domain.LookupTransport(r.Spec.Transport)
+	for _, a := range r.Spec.Args {
 		if flag, _, _ := strings.Cut(a, "="); slices.Contains(row.ReservedArgs, flag) {
 			return nil, fmt.Errorf("%w: claude argument %s is set by Jam", provider.ErrInvalidSpec, flag)
 		}
 	}
-	args := slices.Clone(r.spec.Args)
+	args := slices.Clone(r.Spec.Args)
 	args = append(args, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
 		// Replayed user lines tell Jam when Claude took each steered message; partial
 		// messages stream the text as it is written.
 		"--replay-user-messages", "--include-partial-messages",
 		"--permission-prompt-tool", "stdio")
-	set := r.spec.Settings
+	set := r.Spec.Settings
 	if m := set[domain.SettingKeyModel]; m != "" {
 		args = append(args, "--model="+m)
 	}
 	if m := set[domain.SettingKeyPermissionMode]; m != "" {
 		args = append(args, "--permission-mode="+m)
 	}
-	if e := r.spec.MCP; e != nil {
+	if e := r.Spec.MCP; e != nil {
 		path, err := r.writeToolConfig(e)
 		if err != nil {
 			return nil, err
@@ -76,12 +76,12 @@ func (r *Runtime) argv(session string, resume bool) ([]string, error) {
 
 // toolNames are Jam's tools as Claude names them.
 func (r *Runtime) toolNames() []string {
-	if r.spec.Tools == nil || r.spec.MCP == nil {
+	if r.Spec.Tools == nil || r.Spec.MCP == nil {
 		return nil
 	}
 	var out []string
-	for _, s := range r.spec.Tools.Specs() {
-		out = append(out, toolPrefix(r.spec.MCP.Name)+s.Name)
+	for _, s := range r.Spec.Tools.Specs() {
+		out = append(out, toolPrefix(r.Spec.MCP.Name)+s.Name)
 	}
 	return out
 }
@@ -106,21 +106,21 @@ func (r *Runtime) writeToolConfig(e *provider.MCPEndpoint) (string, error) {
 }
 
 func (r *Runtime) toolConfigPath() string {
-	return filepath.Join(r.configDir, fmt.Sprintf("%sg%d.json", toolConfigPrefix, r.spec.Generation))
+	return filepath.Join(r.configDir, fmt.Sprintf("%sg%d.json", toolConfigPrefix, r.Spec.Generation))
 }
 
 // writeSystemPrompt writes what --append-system-prompt-file adds to Claude's system
 // prompt: the operator's briefing and the room, how to work in it, and Jam's tools.
 func (r *Runtime) writeSystemPrompt() (string, error) {
 	var b strings.Builder
-	if pre := strings.TrimSpace(provider.Preamble(r.spec.Briefing, r.spec.Roster)); pre != "" {
+	if pre := strings.TrimSpace(provider.Preamble(r.Spec.Briefing, r.Spec.Roster)); pre != "" {
 		b.WriteString(pre)
 		b.WriteString("\n\n")
 	}
 	b.WriteString(roomRules)
-	if r.spec.MCP != nil {
+	if r.Spec.MCP != nil {
 		b.WriteString("\n")
-		fmt.Fprintf(&b, toolRules, r.spec.MCP.Name)
+		fmt.Fprintf(&b, toolRules, r.Spec.MCP.Name)
 	}
 	b.WriteString("\n")
 	path := filepath.Join(r.configDir, systemPromptFile)

@@ -30,7 +30,7 @@ func (r *Runtime) canUseTool(id string, raw json.RawMessage) {
 		input = json.RawMessage(`{}`)
 	}
 	allow := map[string]any{"behavior": "allow", "updatedInput": input}
-	if r.spec.MCP != nil && strings.HasPrefix(req.ToolName, toolPrefix(r.spec.MCP.Name)) {
+	if r.Spec.MCP != nil && strings.HasPrefix(req.ToolName, toolPrefix(r.Spec.MCP.Name)) {
 		r.respond(id, allow)
 		return
 	}
@@ -39,7 +39,7 @@ func (r *Runtime) canUseTool(id string, raw json.RawMessage) {
 	var ctx context.Context
 	var cancel context.CancelFunc
 	if ts != nil {
-		ctx, cancel = context.WithCancel(ts.ctx)
+		ctx, cancel = context.WithCancel(ts.Ctx)
 		r.asks[id] = cancel
 	}
 	r.mu.Unlock()
@@ -57,17 +57,17 @@ func (r *Runtime) canUseTool(id string, raw json.RawMessage) {
 	if req.Title != "" {
 		title = req.Title
 	}
-	pr := provider.PermissionRequest{AgentID: r.spec.AgentID, RoomID: r.spec.RoomID, RuntimeSession: r.spec.RuntimeSession,
+	pr := provider.PermissionRequest{AgentID: r.Spec.AgentID, RoomID: r.Spec.RoomID, RuntimeSession: r.Spec.RuntimeSession,
 		ToolKey: toolKey(req.ToolName), Title: domain.Truncate(title, domain.MaxPermissionTitle),
 		Summary: domain.Truncate(strings.TrimSpace(req.Description+"\n"+string(input)), 2000)}
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentPermissionRequest, Text: pr.Title,
+	r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentPermissionRequest, Text: pr.Title,
 		Permission: &provider.PermissionAsk{ToolKey: pr.ToolKey, Title: pr.Title}})
-	ans, err := r.spec.AskPermission(ctx, pr)
+	ans, err := r.Spec.AskPermission(ctx, pr)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		r.respond(id, deny("The request was withdrawn before anyone decided."))
 	case err != nil:
-		r.log.Warn("permission broker failed; denying", "error", err)
+		r.Log.Warn("permission broker failed; denying", "error", err)
 		r.respond(id, deny("Jam could not ask for permission; the tool was not allowed."))
 	case ans.Decision == domain.PermissionAllowOnce || ans.Decision == domain.PermissionAllowAlways:
 		r.respond(id, allow)

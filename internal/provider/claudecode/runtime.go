@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -46,126 +45,52 @@ const identity = "Claude Code"
 
 // Runtime is one `claude` child serving one runtime session.
 type Runtime struct {
-	spec    provider.Spec
-	log     *slog.Logger
-	stamper *provider.Stamper
-	// roster is what the runtime has been told of its room.
-	roster *provider.RosterTracker
-	stderr *provider.TailBuffer
+	*provider.Lifecycle
 	// configDir is CLAUDE_CONFIG_DIR: where Jam writes the MCP configuration and the
 	// system prompt file, and Claude its transcripts.
 	configDir string
 
-	// prepMu serializes Prepare and Teardown; mu guards the fields below and is never held
-	// across a write to the child.
-	prepMu     sync.Mutex
-	mu         sync.Mutex
-	child      *provider.Child
-	w          *writer
-	session    string
-	bound      bool // Jam has been told the session (it resumed, or a turn wrote it)
-	version    string
-	toolsOK    bool // Jam's tools are connected: the runtime settles through them
-	diverged   bool // claude reported another session than the one it was started on
-	warning    string
-	prepared   bool
-	tornDown   bool
-	stopping   bool
-	prepCancel context.CancelFunc
-	turn       *turnState
-	controls   map[string]chan controlAnswer
-	asks       map[string]context.CancelFunc
-	nextID     int
-	exited     chan struct{}
-	closeOnce  sync.Once
+	// mu guards the fields below and is never held across a write to the child.
+	mu       sync.Mutex
+	child    *provider.Child
+	w        *writer
+	session  string
+	bound    bool // Jam has been told the session (it resumed, or a turn wrote it)
+	version  string
+	toolsOK  bool // Jam's tools are connected: the runtime settles through them
+	diverged bool // claude reported another session than the one it was started on
+	warning  string
+	turn     *turnState
+	controls map[string]chan controlAnswer
+	asks     map[string]context.CancelFunc
+	nextID   int
 }
 
 var _ provider.Runtime = (*Runtime)(nil)
 
-// New builds an unprepared Claude Code runtime.
+// New builds an unprepared Claude Code runtime. The transcripts, the MCP configuration
+// (with its token) and the system prompt live in the session's provider-state directory,
+// never the operator's, so it needs one.
 func New(spec provider.Spec) (provider.Runtime, error) {
-	if spec.Executable == "" {
-		return nil, fmt.Errorf("claude runtime: no executable: %w", provider.ErrInvalidSpec)
+	lc, err := provider.NewLifecycle(spec, provider.LifecycleConfig{Name: "claude", Who: "claude",
+		ReadyFallback: PrepareTimeout, IdleFallback: domain.IdleKeepAlive, NeedStateDir: true})
+	if err != nil {
+		return nil, err
 	}
-	if spec.Dir == "" {
-		return nil, fmt.Errorf("claude runtime: no working directory: %w", provider.ErrInvalidSpec)
-	}
-	if spec.StateDir == "" {
-		// The transcripts, the MCP configuration (with its token) and the system prompt
-		// live in the session's own directory, never the operator's.
-		return nil, fmt.Errorf("claude runtime: no provider-state directory: %w", provider.ErrInvalidSpec)
-	}
-	log := spec.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	log = log.With("runtime_session", spec.RuntimeSession, "generation", spec.Generation, "transport", spec.Transport)
-	return &Runtime{
-		spec: spec, log: log, configDir: spec.StateDir,
-		stamper:  spec.Stamper(false),
-		roster:   provider.NewRosterTracker(spec.Roster),
-		stderr:   provider.NewTailBuffer(16 << 10),
-		controls: map[string]chan controlAnswer{}, asks: map[string]context.CancelFunc{},
-		exited: make(chan struct{}),
-	}, nil
+	r := &Runtime{Lifecycle: lc, configDir: spec.StateDir,
+		controls: map[string]chan controlAnswer{}, asks: map[string]context.CancelFunc{}}
+	lc.Bind(provider.Adapter{Start: r.start, Handshake: r.handshake, Release: r.release,
+		Prepared: r.prepared, Liveness: r.liveness})
+	return r, nil
 }
 
-// Prepare spawns claude and waits for it to answer the initialize control request: the
-// bound session resumed exactly (its transcript must exist, or ErrExactResumeUnavailable),
-// else a new session pinned to a fresh UUID. Anything it started is reaped when it fails.
-func (r *Runtime) Prepare(ctx context.Context) (provider.Prepared, error) {
-	r.prepMu.Lock()
-	defer r.prepMu.Unlock()
-	r.mu.Lock()
-	switch {
-	case r.tornDown || r.stopping:
-		r.mu.Unlock()
-		return provider.Prepared{}, fmt.Errorf("prepare: %w", provider.ErrNotPrepared)
-	case r.prepared:
-		p := r.preparedLocked()
-		r.mu.Unlock()
-		return p, nil
-	}
-	ctx, cancelReady := provider.WithReadiness(ctx, r.spec.ReadyTimeout, PrepareTimeout, "claude")
-	defer cancelReady()
-	ctx, cancelPrep := context.WithCancel(ctx)
-	defer cancelPrep()
-	r.prepCancel = cancelPrep
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.prepCancel = nil
-		r.mu.Unlock()
-	}()
-
-	err := r.start(ctx)
-	if err != nil {
-		r.mu.Lock()
-		child := r.child
-		r.mu.Unlock()
-		if child != nil {
-			child.Kill(provider.ChildShutdownGrace)
-		}
-		r.removeToolConfig()
-		if tail := r.stderr.String(); tail != "" {
-			r.log.Warn("claude failed to prepare", "stderr_tail", tail)
-		}
-		if nr := provider.NotReady(ctx); nr != nil {
-			return provider.Prepared{}, fmt.Errorf("prepare claude runtime: %w", nr)
-		}
-		return provider.Prepared{}, fmt.Errorf("prepare claude runtime: %w", err)
-	}
+// prepared reports the session only once Claude keeps it: a resumed one at once, a new one
+// after its first turn (TurnResult.ProviderSessionID), so Jam never binds a session whose
+// transcript was never written.
+func (r *Runtime) prepared() provider.Prepared {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.prepared = true
-	return r.preparedLocked(), nil
-}
-
-// preparedLocked reports the session only once Claude keeps it: a resumed one at once, a
-// new one after its first turn (TurnResult.ProviderSessionID), so Jam never binds a session
-// whose transcript was never written.
-func (r *Runtime) preparedLocked() provider.Prepared {
-	p := provider.Prepared{Resumed: r.spec.ProviderSessionID != "", Identity: identity, Version: r.version}
+	p := provider.Prepared{Resumed: r.Spec.ProviderSessionID != "", Identity: identity, Version: r.version}
 	if r.bound {
 		p.ProviderSessionID = r.session
 	}
@@ -175,9 +100,10 @@ func (r *Runtime) preparedLocked() provider.Prepared {
 	return p
 }
 
-// start spawns the child and runs the initialize handshake.
+// start spawns the child: the bound session resumed exactly (its transcript must exist, or
+// ErrExactResumeUnavailable), else a new session pinned to a fresh UUID.
 func (r *Runtime) start(ctx context.Context) error {
-	session := r.spec.ProviderSessionID
+	session := r.Spec.ProviderSessionID
 	resume := session != ""
 	if resume {
 		if err := r.checkTranscript(session); err != nil {
@@ -190,22 +116,25 @@ func (r *Runtime) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	spawner := r.spec.Spawner
-	if spawner == nil {
-		spawner = provider.DefaultSpawner
-	}
-	child, err := spawner.Spawn(ctx, provider.Command{Path: r.spec.Executable, Args: args, Env: r.spec.Env,
-		Dir: r.spec.Dir, Stderr: r.stderr})
+	child, err := r.Spawn(ctx, args)
 	if err != nil {
-		return fmt.Errorf("spawn claude: %w", err)
+		return err
 	}
 	r.mu.Lock()
 	r.child, r.w, r.session, r.bound = child, &writer{w: child.Stdin}, session, resume
 	r.mu.Unlock()
 	child.OnExit(r.childExited)
-	go r.read(provider.GuardJSONLines(child.Stdout, provider.MaxProtocolLine, r.log))
+	go r.read(child.Stdout)
+	return nil
+}
 
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentRuntimeIdentity, Text: identity})
+// handshake waits for claude to answer the initialize control request and, when Jam's
+// tools are configured, to connect them.
+func (r *Runtime) handshake(ctx context.Context) error {
+	r.mu.Lock()
+	session, resume := r.session, r.bound
+	r.mu.Unlock()
+	r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentRuntimeIdentity, Text: identity})
 	var init struct {
 		Version string `json:"claude_code_version"`
 	}
@@ -215,11 +144,11 @@ func (r *Runtime) start(ctx context.Context) error {
 	r.mu.Lock()
 	r.version = domain.Truncate(init.Version, 100)
 	r.mu.Unlock()
-	if r.spec.MCP != nil {
+	if r.Spec.MCP != nil {
 		r.checkTools(ctx)
 	}
 	if resume {
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentProviderSessionBound, ProviderSessionID: session})
+		r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentProviderSessionBound, ProviderSessionID: session})
 	}
 	return nil
 }
@@ -245,13 +174,13 @@ func (r *Runtime) checkTranscript(session string) error {
 func (r *Runtime) checkTools(ctx context.Context) {
 	status, err := r.toolStatus(ctx)
 	ok := status == "connected"
-	r.stamper.SetCapable(ok)
+	r.Stamper.SetCapable(ok)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.toolsOK = ok
 	if !ok {
 		r.warning = "Claude Code could not connect to Jam's tools; it answers humans with its final text only"
-		r.log.Warn("jam's MCP server is not connected in claude", "status", status, "error", err)
+		r.Log.Warn("jam's MCP server is not connected in claude", "status", status, "error", err)
 	}
 }
 
@@ -273,7 +202,7 @@ func (r *Runtime) toolStatus(ctx context.Context) (string, error) {
 		}
 		status := "absent"
 		for _, s := range st.Servers {
-			if s.Name == r.spec.MCP.Name {
+			if s.Name == r.Spec.MCP.Name {
 				status = s.Status
 			}
 		}
@@ -288,37 +217,16 @@ func (r *Runtime) toolStatus(ctx context.Context) (string, error) {
 	}
 }
 
-// Teardown retires the instance (it can no longer emit), ends a running turn, closes stdin
-// (Claude's shutdown signal) and reaps the process group. It is idempotent.
-func (r *Runtime) Teardown(_ context.Context, reason domain.CheckpointReason) error {
-	r.stamper.Retire()
+// release closes stdin (Claude's shutdown signal), reaps the process group and removes the
+// MCP configuration.
+func (r *Runtime) release(context.Context) {
 	r.mu.Lock()
-	r.stopping = true
-	if r.prepCancel != nil {
-		r.prepCancel()
-	}
-	r.mu.Unlock()
-	r.prepMu.Lock()
-	defer r.prepMu.Unlock()
-	r.mu.Lock()
-	if r.tornDown {
-		r.mu.Unlock()
-		return nil
-	}
-	r.tornDown = true
-	if r.turn != nil {
-		r.turn.interrupted = true
-		r.turn.interrupt()
-	}
 	child := r.child
 	r.mu.Unlock()
-	r.log.Info("claude runtime teardown", "reason", reason)
 	if child != nil {
 		child.Kill(provider.ChildShutdownGrace)
 	}
 	r.removeToolConfig()
-	r.closeOnce.Do(func() { close(r.exited) })
-	return nil
 }
 
 // childExited runs once the process is gone: control requests waiting for an answer and
@@ -333,32 +241,14 @@ func (r *Runtime) childExited() {
 		cancel()
 	}
 	r.mu.Unlock()
-	r.closeOnce.Do(func() { close(r.exited) })
+	r.MarkExited()
 }
 
-// Liveness reports the child and its transport.
-func (r *Runtime) Liveness() provider.Liveness {
+// liveness reports the child and its transport.
+func (r *Runtime) liveness() provider.Liveness {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.child == nil {
-		return provider.Liveness{}
-	}
-	alive := r.child.Alive()
-	return provider.Liveness{PID: r.child.PID(), ProcessAlive: alive, TransportOpen: alive && !r.w.broken()}
-}
-
-// Exited is closed when the child exits.
-func (r *Runtime) Exited() <-chan struct{} { return r.exited }
-
-// IdlePolicy is the spec's, else the catalog row's (KeepAlive for Claude Code).
-func (r *Runtime) IdlePolicy() domain.IdlePolicy {
-	if r.spec.IdlePolicy != "" {
-		return r.spec.IdlePolicy
-	}
-	if row, ok := domain.LookupTransport(r.spec.Transport); ok {
-		return row.IdlePolicy
-	}
-	return domain.IdleKeepAlive
+	return provider.LivenessOf(r.child, r.w != nil && !r.w.broken())
 }
 
 // ReadinessWarning says when Jam's tools did not connect.
@@ -368,24 +258,10 @@ func (r *Runtime) ReadinessWarning() string {
 	return r.warning
 }
 
-// StageDisposition stages a settlement tool call (over Jam's MCP endpoint) in the running
-// turn.
-func (r *Runtime) StageDisposition(d provider.Disposition) error {
-	var s *provider.Settlement
-	r.mu.Lock()
-	if r.turn != nil {
-		s = r.turn.settle
-	}
-	r.mu.Unlock()
-	return provider.StageInTurn(s, d, func(d provider.Disposition) {
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentDispositionStaged, Disposition: &d})
-	})
-}
-
 // removeToolConfig deletes the MCP configuration: its token dies with the instance.
 func (r *Runtime) removeToolConfig() {
 	if err := os.Remove(r.toolConfigPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		r.log.Warn("remove claude MCP configuration", "error", err)
+		r.Log.Warn("remove claude MCP configuration", "error", err)
 	}
 }
 
@@ -393,7 +269,7 @@ func (r *Runtime) removeToolConfig() {
 func decode[T any](r *Runtime, what string, raw json.RawMessage) (T, bool) {
 	var v T
 	if err := json.Unmarshal(raw, &v); err != nil {
-		r.log.Warn("claude sent a line Jam cannot read", "what", what, "error", err)
+		r.Log.Warn("claude sent a line Jam cannot read", "what", what, "error", err)
 		return v, false
 	}
 	return v, true

@@ -17,11 +17,7 @@ import (
 // ending with a `result` line; the Jam turn ends at a result once Claude has taken every
 // line Jam wrote for the turn.
 type turnState struct {
-	id          string
-	settle      *provider.Settlement
-	ctx         context.Context
-	interrupt   context.CancelFunc
-	interrupted bool
+	*provider.TurnCore
 
 	mu sync.Mutex
 	// pending are the texts of lines written and not yet replayed (taken) by Claude.
@@ -90,36 +86,23 @@ func (u *usageSum) event() *provider.Usage {
 // Cancelled.
 func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.TurnResult, error) {
 	r.mu.Lock()
-	switch {
-	case !r.prepared || r.tornDown:
-		r.mu.Unlock()
-		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrNotPrepared)
-	case r.turn != nil:
-		r.mu.Unlock()
-		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrTurnInProgress)
-	case !r.child.Alive():
-		r.mu.Unlock()
-		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrRuntimeExited)
-	}
-	turnCtx, interrupt := context.WithCancel(ctx)
-	defer interrupt()
 	capable := r.toolsOK
-	ts := &turnState{id: turn.ID, ctx: turnCtx, interrupt: interrupt, results: make(chan result, 16), replayed: make(chan struct{}, 1),
-		settle: provider.NewSettlement(turn.Messages, provider.SettlementOptions{DispositionCapable: capable, ExplicitDisposition: true})}
-	r.turn = ts
-	w, session, wasBound := r.w, r.session, r.bound
-	r.stamper.BeginTurn(turn.ID, turn.Source())
 	r.mu.Unlock()
-	defer func() {
-		r.stamper.EndTurn()
-		r.mu.Lock()
-		r.turn = nil
-		r.mu.Unlock()
-	}()
+	ts, end, err := provider.OpenTurn(r.Lifecycle, ctx, turn, provider.SettlementOptions{DispositionCapable: capable, ExplicitDisposition: true},
+		&r.mu, &r.turn, func(c *provider.TurnCore) *turnState {
+			return &turnState{TurnCore: c, results: make(chan result, 16), replayed: make(chan struct{}, 1)}
+		})
+	if err != nil {
+		return provider.TurnResult{}, err
+	}
+	defer end()
+	r.mu.Lock()
+	w, session, wasBound := r.w, r.session, r.bound
+	r.mu.Unlock()
 
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnStarted})
+	r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnStarted})
 	env := r.envelope(turn.Messages, false)
-	env.Membership = r.roster.Advance(turn.Roster)
+	env.Membership = r.Roster.Advance(turn.Roster)
 	text := provider.RenderEnvelope(env)
 	ts.mu.Lock()
 	ts.pending = append(ts.pending, text)
@@ -136,10 +119,7 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 	ts.closed = true
 	usage := ts.usage.event()
 	ts.mu.Unlock()
-	if usage != nil {
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentUsage, Usage: usage})
-	}
-	res := provider.CloseTurn(r.stamper, ts.settle, outcome, turnErr)
+	res := r.CloseTurn(ts.TurnCore, usage, outcome, turnErr)
 	r.mu.Lock()
 	diverged := r.diverged
 	r.mu.Unlock()
@@ -148,7 +128,7 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 		r.mu.Lock()
 		r.bound = true
 		r.mu.Unlock()
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentProviderSessionBound, ProviderSessionID: session})
+		r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentProviderSessionBound, ProviderSessionID: session})
 		res.ProviderSessionID = session
 	}
 	return res, nil
@@ -181,9 +161,9 @@ func (r *Runtime) await(ts *turnState) (domain.TurnOutcome, error) {
 				continue // a line steered in is still queued: another run follows
 			}
 			return r.outcome(ts, res)
-		case <-r.exited:
+		case <-r.Exited():
 			return domain.TurnFailed, fmt.Errorf("claude turn: %w", provider.ErrRuntimeExited)
-		case <-ts.ctx.Done():
+		case <-ts.Ctx.Done():
 			return r.interruptWait(ts)
 		}
 	}
@@ -211,14 +191,14 @@ func (r *Runtime) outcome(ts *turnState, res result) (domain.TurnOutcome, error)
 	case diverged:
 		return domain.TurnFailed, fmt.Errorf("%w: claude answered in session %s, not %s", provider.ErrExactResumeUnavailable,
 			domain.Truncate(res.SessionID, 80), want)
-	case ts.interrupted:
+	case ts.Interrupted():
 		return domain.TurnCancelled, nil
 	case res.Subtype == resultSuccess && !res.IsError:
-		ts.settle.SetFinal(res.Result)
+		ts.Settle.SetFinal(res.Result)
 		return domain.TurnComplete, nil
 	case res.Subtype == resultMaxTurns:
 		// The agent ran out of turns: what it settled stands; the rest stays queued.
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus, Text: "Claude stopped: it reached its limit of agentic turns"})
+		r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus, Text: "Claude stopped: it reached its limit of agentic turns"})
 		return domain.TurnComplete, nil
 	}
 	detail := strings.Join(res.Errors, "; ")
@@ -244,7 +224,7 @@ func (r *Runtime) interruptWait(ts *turnState) (domain.TurnOutcome, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), ControlTimeout)
 		defer cancel()
 		if err := r.control(ctx, map[string]any{"subtype": "interrupt"}, nil); err != nil {
-			r.log.Debug("claude interrupt failed", "error", err)
+			r.Log.Debug("claude interrupt failed", "error", err)
 		}
 	}
 	go send()
@@ -261,10 +241,10 @@ func (r *Runtime) interruptWait(ts *turnState) (domain.TurnOutcome, error) {
 			go send() // the queued line starts a run of its own: stop that one too
 		case <-ts.replayed:
 			go send() // a line taken after the interrupt: its run is stopped as well
-		case <-r.exited:
+		case <-r.Exited():
 			return domain.TurnCancelled, nil
 		case <-deadline.C:
-			r.log.Warn("claude did not end an interrupted turn; killing it", "grace", InterruptGrace)
+			r.Log.Warn("claude did not end an interrupted turn; killing it", "grace", InterruptGrace)
 			r.mu.Lock()
 			child := r.child
 			r.mu.Unlock()
@@ -284,16 +264,7 @@ func (r *Runtime) Steer(_ context.Context, msgs []provider.Message) error {
 	if ts == nil {
 		return provider.ErrNoTurn
 	}
-	active := map[string]bool{}
-	for _, m := range ts.settle.Active() {
-		active[m.ID.String()] = true
-	}
-	var fresh []provider.Message
-	for _, m := range msgs {
-		if !active[m.ID.String()] {
-			fresh = append(fresh, m)
-		}
-	}
+	fresh := ts.FreshMessages(msgs)
 	if len(fresh) == 0 {
 		return nil
 	}
@@ -306,16 +277,16 @@ func (r *Runtime) Steer(_ context.Context, msgs []provider.Message) error {
 	// Pending and active before Claude can see the line: the turn cannot end without it,
 	// and a disposition for one of them is never refused.
 	ts.pending = append(ts.pending, text)
-	ts.settle.Activate(fresh...)
+	ts.Settle.Activate(fresh...)
 	ts.mu.Unlock()
 	if err := w.line(userLine(text)); err != nil {
 		ts.mu.Lock()
 		ts.pending = remove(ts.pending, text)
 		ts.mu.Unlock()
-		ts.settle.Deactivate(fresh...)
-		return fmt.Errorf("steer turn %s: %w: %w", ts.id, provider.ErrNoTurn, err)
+		ts.Settle.Deactivate(fresh...)
+		return fmt.Errorf("steer turn %s: %w: %w", ts.ID, provider.ErrNoTurn, err)
 	}
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus, Text: fmt.Sprintf("%d message(s) steered into the turn", len(fresh))})
+	r.SteeredStatus(len(fresh))
 	return nil
 }
 
@@ -326,17 +297,6 @@ func remove(list []string, s string) []string {
 		}
 	}
 	return list
-}
-
-// Interrupt ends the running turn as Cancelled; it is a no-op between turns.
-func (r *Runtime) Interrupt(context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.turn != nil {
-		r.turn.interrupted = true
-		r.turn.interrupt()
-	}
-	return nil
 }
 
 // output maps claude's output lines. Lines outside a turn (a resumed session's setup) and of
@@ -354,7 +314,7 @@ func (r *Runtime) output(l line, raw []byte) {
 			select {
 			case ts.results <- res:
 			default:
-				r.log.Warn("claude result dropped: nobody waits for it")
+				r.Log.Warn("claude result dropped: nobody waits for it")
 			}
 		}
 	case "user":
@@ -443,10 +403,10 @@ func (r *Runtime) assistant(l line) {
 		switch b.Type {
 		case "thinking":
 			if b.Thinking != "" && l.ParentToolUseID == nil {
-				r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentThought, Text: b.Thinking})
+				r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentThought, Text: b.Thinking})
 			}
 		case "tool_use":
-			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentToolCall, Tool: &provider.ToolCall{
+			r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentToolCall, Tool: &provider.ToolCall{
 				ID: domain.Truncate(b.ID, 200), Title: domain.Truncate(toolTitle(b.Name, b.Input), 500), Kind: b.Name, Status: "pending"}})
 		}
 	}
@@ -472,7 +432,7 @@ func (r *Runtime) toolResults(msg json.RawMessage) {
 		if b.IsError {
 			status = "failed"
 		}
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentToolResult, Tool: &provider.ToolCall{
+		r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentToolResult, Tool: &provider.ToolCall{
 			ID: domain.Truncate(b.ToolUseID, 200), Status: status}})
 	}
 }
@@ -487,7 +447,7 @@ func (r *Runtime) streamEvent(raw json.RawMessage) {
 		} `json:"delta"`
 	}](r, "stream event", raw)
 	if ok && ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTextDelta, Text: ev.Delta.Text})
+		r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentTextDelta, Text: ev.Delta.Text})
 	}
 }
 
@@ -495,7 +455,7 @@ func (r *Runtime) streamEvent(raw json.RawMessage) {
 func (r *Runtime) system(subtype string, raw []byte) {
 	switch subtype {
 	case "compact_boundary":
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentCompaction, Text: "the conversation was compacted"})
+		r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentCompaction, Text: "the conversation was compacted"})
 	case "init":
 		init, ok := decode[struct {
 			SessionID  string `json:"session_id"`
@@ -512,15 +472,15 @@ func (r *Runtime) system(subtype string, raw []byte) {
 		if init.SessionID != "" && init.SessionID != want && !r.diverged {
 			// Never a silent fresh session: the turn fails and the messages stay queued.
 			r.diverged = true
-			r.log.Error("claude runs another session than the one it was started on", "want", want, "got", init.SessionID)
+			r.Log.Error("claude runs another session than the one it was started on", "want", want, "got", init.SessionID)
 		}
 		r.mu.Unlock()
-		if r.spec.MCP == nil {
+		if r.Spec.MCP == nil {
 			return
 		}
 		for _, s := range init.MCPServers {
-			if s.Name == r.spec.MCP.Name && s.Status != "connected" {
-				r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus,
+			if s.Name == r.Spec.MCP.Name && s.Status != "connected" {
+				r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus,
 					Text: "Jam's tools are " + domain.Truncate(s.Status, 40) + " in Claude Code"})
 			}
 		}

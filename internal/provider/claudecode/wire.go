@@ -1,7 +1,6 @@
 package claudecode
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"sync"
+
+	"github.com/jam-dev/jam/internal/provider"
 )
 
 // writer serializes the lines Jam writes to claude's stdin.
@@ -103,7 +104,7 @@ func (r *Runtime) respond(id string, response any) {
 	err := w.line(map[string]any{"type": "control_response",
 		"response": map[string]any{"subtype": "success", "request_id": id, "response": response}})
 	if err != nil {
-		r.log.Debug("answer to claude not written", "request_id", id, "error", err)
+		r.Log.Debug("answer to claude not written", "request_id", id, "error", err)
 	}
 }
 
@@ -140,12 +141,20 @@ type line struct {
 	ParentToolUseID *string `json:"parent_tool_use_id"`
 }
 
-// read dispatches claude's stdout until it ends.
+// read dispatches claude's stdout until it ends. A line too long or not JSON is logged and
+// skipped.
 func (r *Runtime) read(src io.Reader) {
-	sc := bufio.NewScanner(src)
-	sc.Buffer(make([]byte, 64<<10), 1<<30) // lines are already bounded by GuardJSONLines
-	for sc.Scan() {
-		raw := sc.Bytes()
+	lr := provider.NewLineReader(src, provider.MaxProtocolLine)
+	for {
+		raw, err := lr.Next()
+		var g *provider.Garbage
+		if errors.As(err, &g) {
+			r.Log.Warn("claude sent a line Jam skips", "reason", g.Reason, "bytes", g.Bytes, "prefix", g.Prefix)
+			continue
+		}
+		if err != nil {
+			return
+		}
 		var l line
 		if err := json.Unmarshal(raw, &l); err != nil {
 			continue
@@ -192,7 +201,7 @@ func (r *Runtime) controlRequest(id string, raw json.RawMessage) {
 	case "can_use_tool":
 		go r.canUseTool(id, raw)
 	default:
-		r.log.Debug("claude control request refused", "subtype", head.Subtype)
+		r.Log.Debug("claude control request refused", "subtype", head.Subtype)
 		r.refuse(id, "Jam does not handle "+head.Subtype)
 	}
 }

@@ -24,13 +24,13 @@ You are an agent in a chat room, run by Jam. Each turn brings one or more room m
 // approval and sandbox policy, Jam's instructions and settlement tools, and the model and
 // model provider the template configures, as config overrides.
 func (r *Runtime) threadParams() map[string]any {
-	set := r.spec.Settings
+	set := r.Spec.Settings
 	p := map[string]any{
-		"cwd":                   r.spec.Dir,
+		"cwd":                   r.Spec.Dir,
 		"approvalPolicy":        orDefault(set[domain.SettingKeyApprovalPolicy], defaultApprovalPolicy),
 		"sandbox":               orDefault(set[domain.SettingKeySandboxMode], defaultSandboxMode),
 		"developerInstructions": r.instructions(),
-		"dynamicTools":          r.tools.Specs(),
+		"dynamicTools":          r.Tools.Specs(),
 	}
 	if m := set[domain.SettingKeyModel]; m != "" {
 		p["model"] = m
@@ -65,7 +65,7 @@ func configOverrides(set map[string]string) map[string]any {
 // instructions are the developer instructions of the thread: the operator's briefing and
 // the room, then how to work in it.
 func (r *Runtime) instructions() string {
-	pre := provider.Preamble(r.spec.Briefing, r.spec.Roster)
+	pre := provider.Preamble(r.Spec.Briefing, r.Spec.Roster)
 	if pre == "" {
 		return jamRules
 	}

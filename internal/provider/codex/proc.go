@@ -3,119 +3,69 @@ package codex
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"log/slog"
 
-	"github.com/google/uuid"
-
-	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/provider/jsonrpc"
 )
 
-// proc is one app-server process; its Shared record holds the runtimes whose threads it
-// serves: one runtime for a session of its own, every member room's on a Shared host, routed
-// by thread id.
-type proc struct {
-	child *provider.Child
-	c     *conn
-	log   *slog.Logger
-	s     *provider.Shared[*Runtime, *proc]
-}
+// proc is one app-server process: a session's own, or its Shared host's, whose member rooms'
+// threads it serves, routed by thread id.
+type proc = jsonrpc.Process[*Runtime]
 
-// shared holds the live Shared-host processes of this worker, by runtime host.
-var shared provider.SharedPool[*Runtime, *proc]
+// shared holds the live app-server processes of this worker, by runtime host.
+var shared jsonrpc.Pool[*Runtime]
 
 // attach gives r the process its thread runs on: a new one of its own, or its Shared host's
 // (started and initialized by the first member; later members wait for that).
-func (r *Runtime) attach(ctx context.Context) (*proc, error) {
-	log := r.log
-	if key := r.spec.SharedHost; key != uuid.Nil {
-		log = log.With("runtime_host", key)
-	}
-	s, err := shared.Attach(ctx, r.spec.SharedHost, r, func(s *provider.Shared[*Runtime, *proc]) error {
-		p := &proc{log: log, s: s}
-		if err := p.start(ctx, r); err != nil {
-			return err
-		}
-		s.Proc = p
-		return nil
-	})
+func (r *Runtime) attach(ctx context.Context) error {
+	p, err := shared.Attach(ctx, r.Spec.SharedHost, r, r.Log, func(p *proc) error { return r.startProc(ctx, p) })
 	if err != nil {
-		return nil, err
-	}
-	return s.Proc, nil
-}
-
-// start spawns the app-server with r's spec and initializes it; a process that fails is
-// killed.
-func (p *proc) start(ctx context.Context, r *Runtime) error {
-	spawner := r.spec.Spawner
-	if spawner == nil {
-		spawner = provider.DefaultSpawner
-	}
-	child, err := spawner.Spawn(ctx, provider.Command{Path: r.spec.Executable, Args: r.spec.Args, Env: r.spec.Env,
-		Dir: r.spec.Dir, Stderr: r.stderr})
-	if err != nil {
-		return fmt.Errorf("spawn codex app-server: %w", err)
-	}
-	p.child, p.c = child, newConn(child.Stdin, p.log)
-	p.c.onNotify, p.c.onRequest = p.notify, p.request
-	child.OnExit(p.exited)
-	go p.c.serve(provider.GuardJSONLines(child.Stdout, provider.MaxProtocolLine, p.log))
-	err = p.c.call(ctx, "initialize", map[string]any{
-		"clientInfo":   map[string]any{"name": "jam", "title": "Jam", "version": ClientVersion},
-		"capabilities": map[string]any{"experimentalApi": true}, // dynamic tools need it
-	}, nil)
-	if err == nil {
-		if err = p.c.notify("initialized", nil); err != nil {
-			err = fmt.Errorf("initialized: %w", err)
-		}
-	}
-	if err != nil {
-		child.Kill(provider.ChildShutdownGrace)
 		return err
 	}
+	r.proc.Set(p)
 	return nil
 }
 
-// exited runs once the process is gone: every member's runtime has exited with it.
-func (p *proc) exited() {
-	for _, r := range p.s.Exited() {
-		r.closeOnce.Do(func() { close(r.exited) })
+// startProc spawns the app-server with r's spec and initializes it.
+func (r *Runtime) startProc(ctx context.Context, p *proc) error {
+	child, err := r.Spawn(ctx, r.Spec.Args)
+	if err != nil {
+		return err
 	}
-}
-
-// register routes a thread's notifications and requests to its runtime.
-func (p *proc) register(thread string, r *Runtime) { p.s.Register(thread, r) }
-
-// release detaches a runtime; the last one out stops the process.
-func (p *proc) release(r *Runtime) {
-	if p.s.Release(r) && p.child != nil {
-		p.child.Kill(provider.ChildShutdownGrace)
+	// Codex speaks JSON-RPC 2.0 shapes without the "jsonrpc" member, one message a line; its
+	// requests (tool calls, approvals) are answered by the runtime of their thread.
+	p.Open(child, jsonrpc.Options{Framing: jsonrpc.Lines, OmitVersion: true, Peer: "codex app-server",
+		Handlers: jsonrpc.Handlers{
+			Notify: func(method string, raw json.RawMessage) {
+				if r := route(p, raw); r != nil {
+					r.notification(method, raw)
+				}
+			},
+			Request: func(method string, raw json.RawMessage) (any, *jsonrpc.Error) {
+				r := route(p, raw)
+				if r == nil {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no Jam room has this thread"}
+				}
+				return r.serverRequest(method, raw)
+			},
+		}})
+	err = p.Conn.Call(ctx, "initialize", map[string]any{
+		"clientInfo":   map[string]any{"name": "jam", "title": "Jam", "version": ClientVersion},
+		"capabilities": map[string]any{"experimentalApi": true}, // dynamic tools need it
+	}, nil)
+	if err != nil {
+		return err
 	}
+	return p.Conn.Notify("initialized", nil)
 }
 
 // route finds the runtime of a message's thread.
-func (p *proc) route(raw json.RawMessage) *Runtime {
+func route(p *proc, raw json.RawMessage) *Runtime {
 	var head struct {
 		ThreadID string `json:"threadId"`
 	}
 	if json.Unmarshal(raw, &head) != nil || head.ThreadID == "" {
 		return nil
 	}
-	r, _ := p.s.Route(head.ThreadID)
+	r, _ := p.Route(head.ThreadID)
 	return r
-}
-
-func (p *proc) notify(method string, raw json.RawMessage) {
-	if r := p.route(raw); r != nil {
-		r.notification(method, raw)
-	}
-}
-
-func (p *proc) request(method string, raw json.RawMessage) (any, *rpcError) {
-	r := p.route(raw)
-	if r == nil {
-		return nil, &rpcError{Code: -32602, Message: "no Jam room has this thread"}
-	}
-	return r.serverRequest(method, raw)
 }

@@ -7,11 +7,12 @@ import (
 
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/provider/jsonrpc"
 )
 
 // serverRequest answers the app-server's requests: settlement tool calls, and command and
 // file-change approvals through the permission broker. Anything else is declined.
-func (r *Runtime) serverRequest(method string, raw json.RawMessage) (any, *rpcError) {
+func (r *Runtime) serverRequest(method string, raw json.RawMessage) (any, *jsonrpc.Error) {
 	switch method {
 	case "item/tool/call":
 		p, ok := paramsOf[struct {
@@ -21,7 +22,7 @@ func (r *Runtime) serverRequest(method string, raw json.RawMessage) (any, *rpcEr
 			Arguments json.RawMessage `json:"arguments"`
 		}](r, method, raw)
 		if !ok || (p.ThreadID != "" && p.ThreadID != r.threadID()) {
-			return nil, &rpcError{Code: -32602, Message: "invalid params"}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params"}
 		}
 		return r.toolCall(p.CallID, p.Tool, p.Arguments), nil
 	case "item/commandExecution/requestApproval", "item/fileChange/requestApproval":
@@ -29,46 +30,18 @@ func (r *Runtime) serverRequest(method string, raw json.RawMessage) (any, *rpcEr
 	case "item/tool/requestUserInput":
 		return r.userInput(raw), nil
 	}
-	r.log.Debug("codex server request declined", "method", method)
-	return nil, &rpcError{Code: -32601, Message: "Jam does not handle " + method}
+	r.Log.Debug("codex server request declined", "method", method)
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Jam does not handle " + method}
 }
 
 // toolCall runs one dynamic tool call through Jam's tool registry, bound to this runtime
 // instance (the registry answers a repeated call id with its first result). A call outside
 // a turn runs with the runtime's lifetime as its context: settlement tools refuse it.
 func (r *Runtime) toolCall(callID, tool string, args json.RawMessage) map[string]any {
-	r.mu.Lock()
-	ts := r.turn
-	r.mu.Unlock()
-	var ctx context.Context
-	if ts != nil {
-		ctx = ts.ctx
-	} else {
-		// Outside a turn the call lives as long as the runtime does.
-		c, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-r.exited:
-				cancel()
-			case <-c.Done():
-			}
-		}()
-		ctx = c
-	}
-	res := r.tools.Call(ctx, callID, tool, args)
+	ctx, cancel := r.ToolContext()
+	defer cancel()
+	res := r.Tools.Call(ctx, callID, tool, args)
 	return toolResult(res.Text, !res.IsError)
-}
-
-// StageDisposition stages a settlement tool call in the running turn.
-func (r *Runtime) StageDisposition(d provider.Disposition) error {
-	var s *provider.Settlement
-	r.mu.Lock()
-	if r.turn != nil {
-		s = r.turn.settle
-	}
-	r.mu.Unlock()
-	return provider.StageInTurn(s, d, r.emitDisposition)
 }
 
 func toolResult(text string, ok bool) map[string]any {
@@ -90,7 +63,7 @@ func (r *Runtime) approval(method string, raw json.RawMessage) map[string]any {
 	if ts == nil {
 		return map[string]any{"decision": "cancel"}
 	}
-	req := provider.PermissionRequest{AgentID: r.spec.AgentID, RoomID: r.spec.RoomID, RuntimeSession: r.spec.RuntimeSession}
+	req := provider.PermissionRequest{AgentID: r.Spec.AgentID, RoomID: r.Spec.RoomID, RuntimeSession: r.Spec.RuntimeSession}
 	switch method {
 	case "item/commandExecution/requestApproval":
 		req.ToolKey, req.Title = "execute", "run "+commandText(p.Command)
@@ -105,16 +78,16 @@ func (r *Runtime) approval(method string, raw json.RawMessage) map[string]any {
 	if p.Cwd != "" {
 		req.Summary = domain.Truncate(fmt.Sprintf("%s (in %s)", p.Reason, p.Cwd), 2000)
 	}
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentPermissionRequest, Text: req.Title,
+	r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentPermissionRequest, Text: req.Title,
 		Permission: &provider.PermissionAsk{ToolKey: req.ToolKey, Title: req.Title}})
-	ctx, cancel := context.WithCancel(ts.ctx)
+	ctx, cancel := context.WithCancel(ts.Ctx)
 	defer cancel()
-	ans, err := r.spec.AskPermission(ctx, req)
+	ans, err := r.Spec.AskPermission(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return map[string]any{"decision": "cancel"}
 		}
-		r.log.Warn("permission broker failed; declining", "error", err)
+		r.Log.Warn("permission broker failed; declining", "error", err)
 		return map[string]any{"decision": "decline"}
 	}
 	switch ans.Decision {
@@ -146,7 +119,7 @@ func (r *Runtime) userInput(raw json.RawMessage) map[string]any {
 	r.mu.Lock()
 	ts := r.turn
 	r.mu.Unlock()
-	asker, ok := r.tools.(provider.QuestionAsker)
+	asker, ok := r.Tools.(provider.QuestionAsker)
 	for _, q := range p.Questions {
 		got := []string{}
 		if ok && ts != nil && !q.IsSecret {
@@ -161,10 +134,10 @@ func (r *Runtime) userInput(raw json.RawMessage) map[string]any {
 					text += " (" + o.Description + ")"
 				}
 			}
-			ans, answered, err := asker.AskQuestion(ts.ctx, text)
+			ans, answered, err := asker.AskQuestion(ts.Ctx, text)
 			switch {
 			case err != nil:
-				r.log.Warn("request_user_input not asked", "error", err)
+				r.Log.Warn("request_user_input not asked", "error", err)
 			case answered:
 				got = []string{ans}
 			}

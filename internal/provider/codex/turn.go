@@ -11,16 +11,13 @@ import (
 
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/provider/jsonrpc"
 )
 
 // turnState is the Jam turn in flight; a Codex turn (or, after a failure, its retry or a
 // compaction) runs inside it.
 type turnState struct {
-	id          string
-	settle      *provider.Settlement
-	ctx         context.Context
-	interrupt   context.CancelFunc
-	interrupted bool
+	*provider.TurnCore
 
 	mu sync.Mutex
 	// codexTurn is the Codex turn running now ("" between attempts).
@@ -69,44 +66,24 @@ const apology = "I could not answer: this conversation no longer fits my model's
 // context window exceeded compacts the thread once, retries, then apologizes. Cancelling
 // ctx interrupts the turn (turn/interrupt); it then ends Cancelled.
 func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.TurnResult, error) {
-	r.mu.Lock()
-	switch {
-	case !r.prepared || r.tornDown:
-		r.mu.Unlock()
-		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrNotPrepared)
-	case r.turn != nil:
-		r.mu.Unlock()
-		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrTurnInProgress)
-	case !r.p.child.Alive():
-		r.mu.Unlock()
-		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrRuntimeExited)
+	ts, end, err := provider.OpenTurn(r.Lifecycle, ctx, turn, provider.SettlementOptions{DispositionCapable: true, ExplicitDisposition: true},
+		&r.mu, &r.turn, func(c *provider.TurnCore) *turnState {
+			return &turnState{TurnCore: c, completed: make(chan turnInfo, 4)}
+		})
+	if err != nil {
+		return provider.TurnResult{}, err
 	}
-	turnCtx, interrupt := context.WithCancel(ctx)
-	defer interrupt()
-	ts := &turnState{id: turn.ID, ctx: turnCtx, interrupt: interrupt, completed: make(chan turnInfo, 4),
-		settle: provider.NewSettlement(turn.Messages, provider.SettlementOptions{DispositionCapable: true, ExplicitDisposition: true})}
-	r.turn = ts
-	r.stamper.BeginTurn(turn.ID, turn.Source())
-	r.mu.Unlock()
-	defer func() {
-		r.stamper.EndTurn()
-		r.mu.Lock()
-		r.turn = nil
-		r.mu.Unlock()
-	}()
+	defer end()
 
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnStarted})
+	r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnStarted})
 	prompt := provider.RenderEnvelope(provider.Envelope{Style: provider.ExplicitDisposition, Messages: turn.Messages,
-		Membership: r.roster.Advance(turn.Roster)})
+		Membership: r.Roster.Advance(turn.Roster)})
 	outcome, turnErr := r.runLadder(ts, prompt)
 
 	ts.mu.Lock()
 	usage := ts.usage.event()
 	ts.mu.Unlock()
-	if usage != nil {
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentUsage, Usage: usage})
-	}
-	return provider.CloseTurn(r.stamper, ts.settle, outcome, turnErr), nil
+	return r.CloseTurn(ts.TurnCore, usage, outcome, turnErr), nil
 }
 
 // runLadder runs Codex turns until the Jam turn has an outcome.
@@ -137,21 +114,21 @@ func (r *Runtime) runLadder(ts *turnState, prompt string) (domain.TurnOutcome, e
 			}
 			ts.mu.Unlock()
 		}
-		if ts.settle.HasDispositions() && kind == failOverloaded {
+		if ts.Settle.HasDispositions() && kind == failOverloaded {
 			// The agent already answered: a later refusal does not discard the answer.
 			return domain.TurnComplete, nil
 		}
 		switch {
 		case kind == failOverloaded && overloads < len(OverloadDelays):
-			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus, Text: "the model is overloaded; retrying the turn"})
-			if !sleep(ts.ctx, OverloadDelays[overloads]) {
+			r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus, Text: "the model is overloaded; retrying the turn"})
+			if !sleep(ts.Ctx, OverloadDelays[overloads]) {
 				return domain.TurnCancelled, nil
 			}
 			overloads++
 			continue
 		case kind == failContext && !compacted:
 			compacted = true
-			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentCompaction, Text: "the context window is full; compacting the thread"})
+			r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentCompaction, Text: "the context window is full; compacting the thread"})
 			if _, err := r.codexTurn(ts, "thread/compact/start", map[string]any{"threadId": r.threadID()}); err != nil {
 				if errors.Is(err, errInterrupted) {
 					return domain.TurnCancelled, nil
@@ -160,12 +137,15 @@ func (r *Runtime) runLadder(ts *turnState, prompt string) (domain.TurnOutcome, e
 			}
 			continue
 		case kind == failContext:
-			ts.settle.SetFinal(apology)
+			ts.Settle.SetFinal(apology)
 			return domain.TurnComplete, nil
 		}
 		return domain.TurnFailed, fmt.Errorf("codex turn failed: %s", detail)
 	}
 }
+
+// codeOverloaded is the app-server's "server overloaded; retry" error code.
+const codeOverloaded = -32001
 
 // errInterrupted: the Jam turn was interrupted while a Codex turn ran.
 var errInterrupted = errors.New("turn interrupted")
@@ -180,19 +160,19 @@ func (r *Runtime) codexTurn(ts *turnState, method string, params map[string]any)
 		var res struct {
 			Turn turnInfo `json:"turn"`
 		}
-		err := c.call(ts.ctx, method, params, &res)
-		var rerr *rpcError
+		err := c.Call(ts.Ctx, method, params, &res)
+		var rerr *jsonrpc.Error
 		if errors.As(err, &rerr) && rerr.Code == codeOverloaded && attempt < len(OverloadDelays) {
-			if !sleep(ts.ctx, OverloadDelays[attempt]) {
+			if !sleep(ts.Ctx, OverloadDelays[attempt]) {
 				return turnInfo{}, errInterrupted
 			}
 			continue
 		}
 		if err != nil {
-			if ts.ctx.Err() != nil {
+			if ts.Ctx.Err() != nil {
 				return turnInfo{}, errInterrupted
 			}
-			if errors.Is(err, errConnClosed) {
+			if errors.Is(err, jsonrpc.ErrClosed) {
 				return turnInfo{}, fmt.Errorf("%w: %w", provider.ErrRuntimeExited, err)
 			}
 			return turnInfo{}, err
@@ -216,9 +196,9 @@ func (r *Runtime) codexTurn(ts *turnState, method string, params map[string]any)
 			ts.codexTurn = ""
 			ts.mu.Unlock()
 			return info, nil
-		case <-r.exited:
+		case <-r.Exited():
 			return turnInfo{}, fmt.Errorf("codex turn: %w", provider.ErrRuntimeExited)
-		case <-ts.ctx.Done():
+		case <-ts.Ctx.Done():
 			return r.interruptWait(ts)
 		}
 	}
@@ -231,10 +211,10 @@ func (r *Runtime) interruptWait(ts *turnState) (turnInfo, error) {
 	id := ts.current()
 	if id != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), InterruptGrace)
-		err := r.conn().call(ctx, "turn/interrupt", map[string]any{"threadId": r.threadID(), "turnId": id}, nil)
+		err := r.conn().Call(ctx, "turn/interrupt", map[string]any{"threadId": r.threadID(), "turnId": id}, nil)
 		cancel()
 		if err != nil {
-			r.log.Debug("turn/interrupt failed", "error", err)
+			r.Log.Debug("turn/interrupt failed", "error", err)
 		}
 	}
 	t := time.NewTimer(InterruptGrace)
@@ -246,24 +226,17 @@ func (r *Runtime) interruptWait(ts *turnState) (turnInfo, error) {
 				continue
 			}
 			return info, errInterrupted
-		case <-r.exited:
+		case <-r.Exited():
 			return turnInfo{}, errInterrupted
 		case <-t.C:
-			r.log.Warn("codex did not end an interrupted turn; killing it", "grace", InterruptGrace)
-			r.mu.Lock()
-			p := r.p
-			r.mu.Unlock()
-			p.child.Kill(provider.ChildShutdownGrace)
+			r.Log.Warn("codex did not end an interrupted turn; killing it", "grace", InterruptGrace)
+			r.proc.Get().Child.Kill(provider.ChildShutdownGrace)
 			return turnInfo{}, errInterrupted
 		}
 	}
 }
 
-func (r *Runtime) conn() *conn {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.p.c
-}
+func (r *Runtime) conn() *jsonrpc.Conn { return r.proc.Get().Conn }
 
 // Kinds of failed Codex turns the ladder tells apart.
 const (
@@ -328,40 +301,20 @@ func (r *Runtime) Steer(ctx context.Context, msgs []provider.Message) error {
 	if id == "" {
 		return provider.ErrNoTurn
 	}
-	active := map[string]bool{}
-	for _, m := range ts.settle.Active() {
-		active[m.ID.String()] = true
-	}
-	var fresh []provider.Message
-	for _, m := range msgs {
-		if !active[m.ID.String()] {
-			fresh = append(fresh, m)
-		}
-	}
+	fresh := ts.FreshMessages(msgs)
 	if len(fresh) == 0 {
 		return nil
 	}
 	// Active before the model can see them, so a disposition for one is never refused.
-	ts.settle.Activate(fresh...)
+	ts.Settle.Activate(fresh...)
 	text := provider.RenderEnvelope(provider.Envelope{Style: provider.ExplicitDisposition, Messages: fresh, Steered: true})
-	err := r.conn().call(ctx, "turn/steer", map[string]any{"threadId": r.threadID(), "expectedTurnId": id,
+	err := r.conn().Call(ctx, "turn/steer", map[string]any{"threadId": r.threadID(), "expectedTurnId": id,
 		"input": []map[string]any{{"type": "text", "text": text}}}, nil)
 	if err != nil {
-		ts.settle.Deactivate(fresh...)
-		return fmt.Errorf("steer turn %s: %w: %w", ts.id, provider.ErrNoTurn, err)
+		ts.Settle.Deactivate(fresh...)
+		return fmt.Errorf("steer turn %s: %w: %w", ts.ID, provider.ErrNoTurn, err)
 	}
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus, Text: fmt.Sprintf("%d message(s) steered into the turn", len(fresh))})
-	return nil
-}
-
-// Interrupt ends the running turn as Cancelled; it is a no-op between turns.
-func (r *Runtime) Interrupt(context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.turn != nil {
-		r.turn.interrupted = true
-		r.turn.interrupt()
-	}
+	r.SteeredStatus(len(fresh))
 	return nil
 }
 
@@ -406,14 +359,14 @@ func (r *Runtime) notification(method string, raw json.RawMessage) {
 			select {
 			case ts.completed <- p.Turn:
 			default:
-				r.log.Warn("codex turn end dropped: nobody waits for it", "turn", p.Turn.ID)
+				r.Log.Warn("codex turn end dropped: nobody waits for it", "turn", p.Turn.ID)
 			}
 		}
 	case "item/agentMessage/delta":
 		if p, ok := paramsOf[struct {
 			Delta string `json:"delta"`
 		}](r, method, raw); ok && p.Delta != "" {
-			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTextDelta, Text: p.Delta})
+			r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentTextDelta, Text: p.Delta})
 		}
 	case "item/started", "item/completed":
 		if p, ok := paramsOf[struct {
@@ -447,7 +400,7 @@ func (r *Runtime) notification(method string, raw json.RawMessage) {
 			ts.usage.total += l.TotalTokens
 			ts.mu.Unlock()
 			if w := p.TokenUsage.ModelContextWindow; w != nil && *w > 0 {
-				r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentContextGauge,
+				r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentContextGauge,
 					Text:  fmt.Sprintf("context %d/%d tokens", l.InputTokens+l.OutputTokens, *w),
 					Extra: map[string]json.Number{"used": json.Number(fmt.Sprint(l.InputTokens + l.OutputTokens)), "size": json.Number(fmt.Sprint(*w))}})
 			}
@@ -458,7 +411,7 @@ func (r *Runtime) notification(method string, raw json.RawMessage) {
 			WillRetry bool      `json:"willRetry"`
 		}](r, method, raw); ok {
 			if p.WillRetry {
-				r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus, Text: p.Error.Message})
+				r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus, Text: p.Error.Message})
 			} else {
 				ts.mu.Lock()
 				ts.failure = p.Error.Message
@@ -485,11 +438,11 @@ func (r *Runtime) item(ts *turnState, completed bool, it item) {
 	switch it.Type {
 	case "agentMessage":
 		if completed {
-			ts.settle.SetFinal(it.Text)
+			ts.Settle.SetFinal(it.Text)
 		}
 	case "reasoning":
 		if completed && len(it.Summary) > 0 {
-			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentThought, Text: strings.Join(it.Summary, "\n")})
+			r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentThought, Text: strings.Join(it.Summary, "\n")})
 		}
 	case "commandExecution", "fileChange", "mcpToolCall", "dynamicToolCall", "webSearch":
 		kind := domain.AgentToolCall
@@ -503,11 +456,11 @@ func (r *Runtime) item(ts *turnState, completed bool, it item) {
 		if title == "" {
 			title = it.Type
 		}
-		r.stamper.Emit(provider.AgentEvent{Kind: kind, Tool: &provider.ToolCall{ID: domain.Truncate(it.ID, 200),
+		r.Stamper.Emit(provider.AgentEvent{Kind: kind, Tool: &provider.ToolCall{ID: domain.Truncate(it.ID, 200),
 			Title: domain.Truncate(title, 500), Kind: it.Type, Status: it.Status}})
 	case "contextCompaction":
 		if completed {
-			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentCompaction, Text: "the thread was compacted"})
+			r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentCompaction, Text: "the thread was compacted"})
 		}
 	}
 }

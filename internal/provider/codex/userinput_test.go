@@ -33,7 +33,7 @@ func TestRequestUserInputIsAskedThroughTheQuestionBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rt.(*Runtime)
-	r.turn = &turnState{ctx: context.Background()}
+	r.turn = &turnState{TurnCore: &provider.TurnCore{Ctx: context.Background()}}
 	raw := json.RawMessage(`{"threadId":"t","turnId":"u","itemId":"i","isBlocking":true,"questions":[
 		{"id":"q1","header":"Colour","question":"Which one?","options":[{"label":"blue","description":"calm"},{"label":"red","description":""}]},
 		{"id":"q2","header":"Key","question":"Your token?","isSecret":true}]}`)

@@ -50,16 +50,16 @@ func (r *Runtime) permission(ts *turnState, raw json.RawMessage) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), InterruptGrace)
 	defer cancel()
-	err := r.conn().call(ctx, "session.permissions.handlePendingPermissionRequest",
+	err := r.conn().Call(ctx, "session.permissions.handlePendingPermissionRequest",
 		map[string]any{"sessionId": r.sessionID(), "requestId": d.RequestID, "result": permissionResult(kind)}, nil)
 	if err != nil {
-		r.log.Debug("answering a copilot permission request failed", "error", err)
+		r.Log.Debug("answering a copilot permission request failed", "error", err)
 	}
 }
 
 // askBroker asks the permission broker and maps its decision to Copilot's result kind.
 func (r *Runtime) askBroker(ts *turnState, p permissionRequest) string {
-	req := provider.PermissionRequest{AgentID: r.spec.AgentID, RoomID: r.spec.RoomID, RuntimeSession: r.spec.RuntimeSession}
+	req := provider.PermissionRequest{AgentID: r.Spec.AgentID, RoomID: r.Spec.RoomID, RuntimeSession: r.Spec.RuntimeSession}
 	switch p.Kind {
 	case "shell":
 		req.ToolKey, req.Title = "execute", "run "+p.FullCommandText
@@ -79,12 +79,12 @@ func (r *Runtime) askBroker(ts *turnState, p permissionRequest) string {
 	}
 	req.Title = domain.Truncate(req.Title, domain.MaxPermissionTitle)
 	req.Summary = domain.Truncate(p.Intention, 2000)
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentPermissionRequest, Text: req.Title,
+	r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentPermissionRequest, Text: req.Title,
 		Permission: &provider.PermissionAsk{ToolKey: req.ToolKey, Title: req.Title}})
-	ans, err := r.spec.AskPermission(ts.ctx, req)
+	ans, err := r.Spec.AskPermission(ts.Ctx, req)
 	if err != nil {
-		if ts.ctx.Err() == nil {
-			r.log.Warn("permission broker failed; rejecting", "error", err)
+		if ts.Ctx.Err() == nil {
+			r.Log.Warn("permission broker failed; rejecting", "error", err)
 		}
 		return reject
 	}
@@ -99,7 +99,7 @@ func (r *Runtime) askBroker(ts *turnState, p permissionRequest) string {
 
 // isJamTool reports whether name is one of Jam's tools in this session.
 func (r *Runtime) isJamTool(name string) bool {
-	for _, s := range r.tools.Specs() {
+	for _, s := range r.Tools.Specs() {
 		if s.Name == name {
 			return true
 		}
@@ -110,7 +110,7 @@ func (r *Runtime) isJamTool(name string) bool {
 // externalTool runs an external_tool.requested call through Jam's tool registry, bound to
 // this runtime instance (a repeated call id gets its first result), and hands Copilot the
 // result. A call outside a turn lives as long as the runtime: settlement tools refuse it.
-func (r *Runtime) externalTool(ts *turnState, raw json.RawMessage) {
+func (r *Runtime) externalTool(raw json.RawMessage) {
 	d, ok := decode[struct {
 		RequestID  string          `json:"requestId"`
 		ToolCallID string          `json:"toolCallId"`
@@ -120,36 +120,23 @@ func (r *Runtime) externalTool(ts *turnState, raw json.RawMessage) {
 	if !ok || d.RequestID == "" {
 		return
 	}
-	var ctx context.Context
-	if ts != nil {
-		ctx = ts.ctx
-	} else {
-		c, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-r.exited:
-				cancel()
-			case <-c.Done():
-			}
-		}()
-		ctx = c
-	}
+	ctx, cancel := r.ToolContext()
+	defer cancel()
 	args := d.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
 	}
-	res := r.tools.Call(ctx, d.ToolCallID, d.ToolName, args)
+	res := r.Tools.Call(ctx, d.ToolCallID, d.ToolName, args)
 	result := any(res.Text)
 	if res.IsError {
 		result = map[string]any{"textResultForLlm": res.Text, "resultType": "failure"}
 	}
 	actx, cancel := context.WithTimeout(context.Background(), InterruptGrace)
 	defer cancel()
-	err := r.conn().call(actx, "session.tools.handlePendingToolCall",
+	err := r.conn().Call(actx, "session.tools.handlePendingToolCall",
 		map[string]any{"sessionId": r.sessionID(), "requestId": d.RequestID, "result": result}, nil)
 	if err != nil {
-		r.log.Debug("answering a copilot tool call failed", "tool", d.ToolName, "error", err)
+		r.Log.Debug("answering a copilot tool call failed", "tool", d.ToolName, "error", err)
 	}
 }
 

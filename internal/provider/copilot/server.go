@@ -4,104 +4,71 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-
-	"github.com/google/uuid"
 
 	"github.com/jam-dev/jam/internal/domain"
-	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/provider/jsonrpc"
 )
 
-// server is one SDK-server process; its Shared record holds the runtimes whose sessions it
-// serves: one runtime for a session of its own, every member room's on a Shared host,
-// routed by session id.
-type server struct {
-	child *provider.Child
-	c     *conn
-	log   *slog.Logger
-	// version is what the server reported at connect.
-	version string
-	s       *provider.Shared[*Runtime, *server]
-}
+// server is one SDK-server process: a session's own, or its Shared host's, whose member
+// rooms' sessions it serves, routed by session id.
+type server = jsonrpc.Process[*Runtime]
 
-// shared holds the live Shared-host servers of this worker, by runtime host.
-var shared provider.SharedPool[*Runtime, *server]
+// shared holds the live SDK-server processes of this worker, by runtime host.
+var shared jsonrpc.Pool[*Runtime]
 
 // attach gives r the server its session runs on: a new one of its own, or its Shared
 // host's (started and connected by the first member; later members wait for that).
-func (r *Runtime) attach(ctx context.Context) (*server, error) {
-	log := r.log
-	if key := r.spec.SharedHost; key != uuid.Nil {
-		log = log.With("runtime_host", key)
-	}
-	s, err := shared.Attach(ctx, r.spec.SharedHost, r, func(s *provider.Shared[*Runtime, *server]) error {
-		srv := &server{log: log, s: s}
-		if err := srv.start(ctx, r); err != nil {
-			return err
-		}
-		s.Proc = srv
-		return nil
-	})
+func (r *Runtime) attach(ctx context.Context) error {
+	// The session configuration is checked (the model provider's key) before anything
+	// starts: a missing credential is the answer, not a slow start.
+	cfg, err := r.sessionConfig()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return s.Proc, nil
+	r.mu.Lock()
+	r.cfg = cfg
+	r.mu.Unlock()
+	srv, err := shared.Attach(ctx, r.Spec.SharedHost, r, r.Log, func(s *server) error { return r.startServer(ctx, s) })
+	if err != nil {
+		return err
+	}
+	r.srv.Set(srv)
+	r.mu.Lock()
+	r.version = srv.Version
+	r.mu.Unlock()
+	return nil
 }
 
-// start spawns the server with r's spec and connects, refusing a protocol version Jam does
-// not speak; a server that fails is killed.
-func (s *server) start(ctx context.Context, r *Runtime) error {
-	spawner := r.spec.Spawner
-	if spawner == nil {
-		spawner = provider.DefaultSpawner
-	}
-	child, err := spawner.Spawn(ctx, provider.Command{Path: r.spec.Executable, Args: r.spec.Args, Env: r.spec.Env,
-		Dir: r.spec.Dir, Stderr: r.stderr})
+// startServer spawns the server with r's spec and connects, refusing a protocol version
+// Jam does not speak.
+func (r *Runtime) startServer(ctx context.Context, s *server) error {
+	child, err := r.Spawn(ctx, r.Spec.Args)
 	if err != nil {
-		return fmt.Errorf("spawn copilot: %w", err)
+		return err
 	}
-	s.child, s.c = child, newConn(child.Stdin, s.log)
-	s.c.onNotify = s.notify
-	child.OnExit(s.exited)
-	go s.c.serve(child.Stdout)
+	// JSON-RPC 2.0 framed the LSP way. The server's own requests are declined: everything
+	// Jam handles arrives as session events answered by Jam's own requests.
+	s.Open(child, jsonrpc.Options{Framing: jsonrpc.ContentLength, Peer: "copilot server",
+		Handlers: jsonrpc.Handlers{Notify: func(method string, raw json.RawMessage) { notify(s, method, raw) }}})
 	var hello struct {
 		ProtocolVersion int    `json:"protocolVersion"`
 		Version         string `json:"version"`
 	}
-	err = s.c.call(ctx, "connect", map[string]any{}, &hello)
-	if err == nil && hello.ProtocolVersion != ProtocolVersion {
-		err = fmt.Errorf("%w: copilot %s speaks SDK protocol %d, Jam speaks %d; install a Copilot CLI that speaks %d",
-			ErrProtocolVersion, domain.Truncate(hello.Version, 100), hello.ProtocolVersion, ProtocolVersion, ProtocolVersion)
-	}
-	if err != nil {
-		child.Kill(provider.ChildShutdownGrace)
+	if err := s.Conn.Call(ctx, "connect", map[string]any{}, &hello); err != nil {
 		return err
 	}
-	s.version = domain.Truncate(hello.Version, 100)
+	if hello.ProtocolVersion != ProtocolVersion {
+		return fmt.Errorf("%w: copilot %s speaks SDK protocol %d, Jam speaks %d; install a Copilot CLI that speaks %d",
+			ErrProtocolVersion, domain.Truncate(hello.Version, 100), hello.ProtocolVersion, ProtocolVersion, ProtocolVersion)
+	}
+	s.Version = domain.Truncate(hello.Version, 100)
 	return nil
 }
 
-// exited runs once the process is gone: every member's runtime has exited with it.
-func (s *server) exited() {
-	for _, r := range s.s.Exited() {
-		r.closeOnce.Do(func() { close(r.exited) })
-	}
-}
-
-// register routes a session's events to its runtime.
-func (s *server) register(session string, r *Runtime) { s.s.Register(session, r) }
-
-// release detaches a runtime; the last one out stops the process.
-func (s *server) release(r *Runtime) {
-	if s.s.Release(r) && s.child != nil {
-		s.child.Kill(provider.ChildShutdownGrace)
-	}
-}
-
 // notify routes a session.event to the runtime of its session.
-func (s *server) notify(method string, raw json.RawMessage) {
+func notify(s *server, method string, raw json.RawMessage) {
 	if method != "session.event" {
-		s.log.Debug("copilot notification ignored", "method", method)
+		s.Log.Debug("copilot notification ignored", "method", method)
 		return
 	}
 	var head struct {
@@ -110,7 +77,7 @@ func (s *server) notify(method string, raw json.RawMessage) {
 	if json.Unmarshal(raw, &head) != nil || head.SessionID == "" {
 		return
 	}
-	if r, ok := s.s.Route(head.SessionID); ok {
+	if r, ok := s.Route(head.SessionID); ok {
 		r.notification(raw)
 	}
 }

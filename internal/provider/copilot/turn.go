@@ -14,11 +14,7 @@ import (
 // turnState is the Jam turn in flight: the session.send that began it and the sends that
 // steered into it.
 type turnState struct {
-	id          string
-	settle      *provider.Settlement
-	ctx         context.Context
-	interrupt   context.CancelFunc
-	interrupted bool
+	*provider.TurnCore
 	// ends receives session.idle and session.error.
 	ends chan end
 
@@ -51,48 +47,34 @@ var ErrorGrace = 2 * time.Second
 // RunTurn sends the turn's messages (session.send) and maps the session's events until it
 // is idle. Cancelling ctx aborts the turn (session.abort); it then ends Cancelled.
 func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.TurnResult, error) {
-	r.mu.Lock()
-	switch {
-	case !r.prepared || r.tornDown:
-		r.mu.Unlock()
-		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrNotPrepared)
-	case r.turn != nil:
-		r.mu.Unlock()
-		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrTurnInProgress)
-	case !r.srv.child.Alive():
-		r.mu.Unlock()
-		return provider.TurnResult{}, fmt.Errorf("run turn %s: %w", turn.ID, provider.ErrRuntimeExited)
+	ts, endTurn, err := provider.OpenTurn(r.Lifecycle, ctx, turn, provider.SettlementOptions{DispositionCapable: true, ExplicitDisposition: true},
+		&r.mu, &r.turn, func(c *provider.TurnCore) *turnState {
+			return &turnState{TurnCore: c, ends: make(chan end, 8), sent: 1}
+		})
+	if err != nil {
+		return provider.TurnResult{}, err
 	}
-	turnCtx, interrupt := context.WithCancel(ctx)
-	defer interrupt()
-	ts := &turnState{id: turn.ID, ctx: turnCtx, interrupt: interrupt, ends: make(chan end, 8), sent: 1,
-		settle: provider.NewSettlement(turn.Messages, provider.SettlementOptions{DispositionCapable: true, ExplicitDisposition: true})}
-	r.turn = ts
-	c, session, wasBound := r.srv.c, r.session, r.bound
-	r.stamper.BeginTurn(turn.ID, turn.Source())
+	defer endTurn()
+	turnCtx, c := ts.Ctx, r.conn()
+	r.mu.Lock()
+	session, wasBound := r.session, r.bound
 	r.mu.Unlock()
-	defer func() {
-		r.stamper.EndTurn()
-		r.mu.Lock()
-		r.turn = nil
-		r.mu.Unlock()
-	}()
 
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnStarted})
+	r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentTurnStarted})
 	prompt := provider.RenderEnvelope(provider.Envelope{Style: provider.ExplicitDisposition, Messages: turn.Messages,
-		Membership: r.roster.Advance(turn.Roster)})
+		Membership: r.Roster.Advance(turn.Roster)})
 	var (
 		outcome domain.TurnOutcome
 		turnErr error
 		sent    bool
 	)
-	err := c.call(turnCtx, "session.send", map[string]any{"sessionId": session, "prompt": prompt}, nil)
+	err = c.Call(turnCtx, "session.send", map[string]any{"sessionId": session, "prompt": prompt}, nil)
 	switch {
 	case err != nil && turnCtx.Err() != nil:
 		// Cancelled while the send was in flight: it may have been taken, so abort it.
 		sent = true
 		outcome, turnErr = r.abort(ts)
-	case err != nil && !r.alive():
+	case err != nil && !r.Liveness().ProcessAlive:
 		outcome, turnErr = domain.TurnFailed, fmt.Errorf("%w: %w", provider.ErrRuntimeExited, err)
 	case err != nil:
 		outcome, turnErr = domain.TurnFailed, err
@@ -105,25 +87,16 @@ func (r *Runtime) RunTurn(ctx context.Context, turn provider.Turn) (provider.Tur
 	ts.closed = true
 	usage := ts.usage.event()
 	ts.mu.Unlock()
-	if usage != nil {
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentUsage, Usage: usage})
-	}
-	res := provider.CloseTurn(r.stamper, ts.settle, outcome, turnErr)
+	res := r.CloseTurn(ts.TurnCore, usage, outcome, turnErr)
 	if sent && !wasBound {
 		// The session holds a message now, so Copilot keeps it: from now on it resumes.
 		r.mu.Lock()
 		r.bound = true
 		r.mu.Unlock()
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentProviderSessionBound, ProviderSessionID: session})
+		r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentProviderSessionBound, ProviderSessionID: session})
 		res.ProviderSessionID = session
 	}
 	return res, nil
-}
-
-func (r *Runtime) alive() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.srv != nil && r.srv.child.Alive()
 }
 
 // await waits for the turn's end: the session idle with every prompt taken, an error, the
@@ -153,17 +126,17 @@ func (r *Runtime) await(ts *turnState) (domain.TurnOutcome, error) {
 			select {
 			case <-ts.ends:
 			case <-t.C:
-			case <-ts.ctx.Done():
+			case <-ts.Ctx.Done():
 			}
 			t.Stop()
-			if ts.settle.HasDispositions() {
+			if ts.Settle.HasDispositions() {
 				// The agent already answered: a later failure does not discard the answer.
 				return domain.TurnComplete, nil
 			}
 			return domain.TurnFailed, fmt.Errorf("copilot turn failed: %s", e.reason)
-		case <-r.exited:
+		case <-r.Exited():
 			return domain.TurnFailed, fmt.Errorf("copilot turn: %w", provider.ErrRuntimeExited)
-		case <-ts.ctx.Done():
+		case <-ts.Ctx.Done():
 			return r.abort(ts)
 		}
 	}
@@ -175,8 +148,8 @@ func (r *Runtime) await(ts *turnState) (domain.TurnOutcome, error) {
 func (r *Runtime) abort(ts *turnState) (domain.TurnOutcome, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), InterruptGrace)
 	defer cancel()
-	if err := r.conn().call(ctx, "session.abort", map[string]any{"sessionId": r.sessionID()}, nil); err != nil {
-		r.log.Debug("session.abort failed", "error", err)
+	if err := r.conn().Call(ctx, "session.abort", map[string]any{"sessionId": r.sessionID()}, nil); err != nil {
+		r.Log.Debug("session.abort failed", "error", err)
 	}
 	for {
 		select {
@@ -184,17 +157,14 @@ func (r *Runtime) abort(ts *turnState) (domain.TurnOutcome, error) {
 			if e.idle {
 				return domain.TurnCancelled, nil
 			}
-		case <-r.exited:
+		case <-r.Exited():
 			return domain.TurnCancelled, nil
 		case <-ctx.Done():
-			r.log.Warn("copilot did not end an aborted turn; killing it", "error", errAbortGrace)
-			r.mu.Lock()
-			srv := r.srv
-			r.mu.Unlock()
+			r.Log.Warn("copilot did not end an aborted turn; killing it", "error", errAbortGrace)
 			// On a Shared host the host's other rooms lose their runtime too, and wake
 			// again on their next message: a server still running an abandoned turn would
 			// keep writing into this room's session.
-			srv.child.Kill(provider.ChildShutdownGrace)
+			r.srv.Get().Child.Kill(provider.ChildShutdownGrace)
 			return domain.TurnCancelled, nil
 		}
 	}
@@ -208,19 +178,10 @@ func (r *Runtime) Steer(ctx context.Context, msgs []provider.Message) error {
 	r.mu.Lock()
 	ts := r.turn
 	r.mu.Unlock()
-	if ts == nil || ts.ctx.Err() != nil {
+	if ts == nil || ts.Ctx.Err() != nil {
 		return provider.ErrNoTurn
 	}
-	active := map[string]bool{}
-	for _, m := range ts.settle.Active() {
-		active[m.ID.String()] = true
-	}
-	var fresh []provider.Message
-	for _, m := range msgs {
-		if !active[m.ID.String()] {
-			fresh = append(fresh, m)
-		}
-	}
+	fresh := ts.FreshMessages(msgs)
 	if len(fresh) == 0 {
 		return nil
 	}
@@ -232,9 +193,9 @@ func (r *Runtime) Steer(ctx context.Context, msgs []provider.Message) error {
 	ts.sent++
 	ts.mu.Unlock()
 	// Active before the model can see them, so a disposition for one is never refused.
-	ts.settle.Activate(fresh...)
+	ts.Settle.Activate(fresh...)
 	text := provider.RenderEnvelope(provider.Envelope{Style: provider.ExplicitDisposition, Messages: fresh, Steered: true})
-	err := r.conn().call(ctx, "session.send", map[string]any{"sessionId": r.sessionID(), "prompt": text, "mode": "immediate"}, nil)
+	err := r.conn().Call(ctx, "session.send", map[string]any{"sessionId": r.sessionID(), "prompt": text, "mode": "immediate"}, nil)
 	if err != nil {
 		ts.mu.Lock()
 		ts.sent--
@@ -247,21 +208,10 @@ func (r *Runtime) Steer(ctx context.Context, msgs []provider.Message) error {
 			default:
 			}
 		}
-		ts.settle.Deactivate(fresh...)
-		return fmt.Errorf("steer turn %s: %w: %w", ts.id, provider.ErrNoTurn, err)
+		ts.Settle.Deactivate(fresh...)
+		return fmt.Errorf("steer turn %s: %w: %w", ts.ID, provider.ErrNoTurn, err)
 	}
-	r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentStatus, Text: fmt.Sprintf("%d message(s) steered into the turn", len(fresh))})
-	return nil
-}
-
-// Interrupt ends the running turn as Cancelled; it is a no-op between turns.
-func (r *Runtime) Interrupt(context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.turn != nil {
-		r.turn.interrupted = true
-		r.turn.interrupt()
-	}
+	r.SteeredStatus(len(fresh))
 	return nil
 }
 
@@ -308,7 +258,7 @@ func (r *Runtime) notification(raw json.RawMessage) {
 		go r.permission(ts, data)
 		return
 	case "external_tool.requested":
-		go r.externalTool(ts, data)
+		go r.externalTool(data)
 		return
 	}
 	if ts == nil {
@@ -326,19 +276,19 @@ func (r *Runtime) notification(raw json.RawMessage) {
 		if d, ok := decode[struct {
 			DeltaContent string `json:"deltaContent"`
 		}](r, typ, data); ok && d.DeltaContent != "" {
-			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentTextDelta, Text: d.DeltaContent})
+			r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentTextDelta, Text: d.DeltaContent})
 		}
 	case "assistant.message":
 		if d, ok := decode[struct {
 			Content string `json:"content"`
 		}](r, typ, data); ok && d.Content != "" {
-			ts.settle.SetFinal(d.Content)
+			ts.Settle.SetFinal(d.Content)
 		}
 	case "assistant.reasoning":
 		if d, ok := decode[struct {
 			Content string `json:"content"`
 		}](r, typ, data); ok && d.Content != "" {
-			r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentThought, Text: d.Content})
+			r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentThought, Text: d.Content})
 		}
 	case "assistant.usage":
 		if d, ok := decode[struct {
@@ -366,16 +316,16 @@ func (r *Runtime) notification(raw json.RawMessage) {
 					status = "failed"
 				}
 			}
-			r.stamper.Emit(provider.AgentEvent{Kind: kind, Tool: &provider.ToolCall{ID: domain.Truncate(d.ToolCallID, 200),
+			r.Stamper.Emit(provider.AgentEvent{Kind: kind, Tool: &provider.ToolCall{ID: domain.Truncate(d.ToolCallID, 200),
 				Title: domain.Truncate(d.ToolName, 500), Kind: "tool", Status: status}})
 		}
 	case "session.compaction_complete":
-		r.stamper.Emit(provider.AgentEvent{Kind: domain.AgentCompaction, Text: "the session was compacted"})
+		r.Stamper.Emit(provider.AgentEvent{Kind: domain.AgentCompaction, Text: "the session was compacted"})
 	case "session.idle":
 		select {
 		case ts.ends <- end{idle: true}:
 		default:
-			r.log.Warn("copilot idle dropped: nobody waits for it")
+			r.Log.Warn("copilot idle dropped: nobody waits for it")
 		}
 	case "session.error":
 		d, _ := decode[struct {
@@ -394,6 +344,6 @@ func (r *Runtime) notification(raw json.RawMessage) {
 		default:
 		}
 	default:
-		r.log.Debug("copilot event", "type", typ)
+		r.Log.Debug("copilot event", "type", typ)
 	}
 }
