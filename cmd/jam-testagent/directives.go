@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
@@ -29,6 +31,9 @@ type directives struct {
 	env                                         []string      // variables whose values the reply reports
 	toolCalls                                   []toolCall    // Jam MCP tools to call, in order
 	saveMCP                                     bool          // write the session's MCP servers to the state dir
+	grow                                        int           // MiB to allocate, touch and keep for the process's life
+	wedge                                       bool          // hang the turn, emitting nothing, until it is cancelled
+	wedgeOnce                                   bool          // wedge, unless an earlier process of this state dir already did
 }
 
 // apply records one directive and reports whether the name is known;
@@ -72,6 +77,14 @@ func (d *directives) apply(name, arg string) bool {
 		}
 	case "save-mcp":
 		d.saveMCP = true
+	case "grow":
+		d.grow = mebibytes(arg)
+	case "wedge":
+		d.wedge = true
+	case "wedge-once":
+		d.wedgeOnce = true
+	case "retry-reply-tool":
+		d.toolCalls = append(d.toolCalls, toolCall{kind: "retry-reply", arg: arg})
 	case "reply-tool", "noreply-tool", "send-tool", "context-tool", "ask-tool", "retry-tool", "call-tool":
 		d.toolCalls = append(d.toolCalls, toolCall{kind: strings.TrimSuffix(strings.ToLower(name), "-tool"), arg: arg})
 	default:
@@ -91,6 +104,18 @@ func seconds(arg string) time.Duration {
 		secs = v
 	}
 	return time.Duration(secs * float64(time.Second))
+}
+
+// maxGrow bounds [[grow N]] so a typo cannot take the machine's memory (16 GiB).
+const maxGrow = 16 << 10
+
+// mebibytes parses [[grow N]]'s argument: a whole number of MiB, 1 when missing or invalid.
+func mebibytes(arg string) int {
+	n, err := strconv.Atoi(strings.TrimSpace(arg))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return min(n, maxGrow)
 }
 
 // parseDirectives collects every known directive in text.
@@ -140,6 +165,9 @@ func (d directives) merge(o directives) directives {
 	d.env = append(d.env, o.env...)
 	d.toolCalls = append(d.toolCalls, o.toolCalls...)
 	d.saveMCP = d.saveMCP || o.saveMCP
+	d.grow += o.grow
+	d.wedge = d.wedge || o.wedge
+	d.wedgeOnce = d.wedgeOnce || o.wedgeOnce
 	return d
 }
 
@@ -182,7 +210,7 @@ type turnOutcome struct {
 
 var cancelled = turnOutcome{stop: acp.StopReasonCancelled}
 
-// runTurn plays the behaviours selected by d in a fixed order: slow, stubborn, garbage,
+// runTurn plays the behaviours selected by d in a fixed order: grow, wedge, slow, stubborn, garbage,
 // thoughts, tools, crash, fail, permission, grandchild, count, roster, env, reply, usage.
 // priorTurns is the number of turns persisted before this one ([[count]]); room is the
 // room line the client last gave this session ([[roster]]).
@@ -198,6 +226,17 @@ func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, pr
 		return turnOutcome{}, err
 	}
 
+	if d.grow > 0 {
+		growBallast(d.grow)
+	}
+	if d.wedgeOnce && a.firstWedge() {
+		d.wedge = true
+	}
+	if d.wedge {
+		// A hung turn: nothing on the stream until the client's session/cancel ends it.
+		<-ctx.Done()
+		return cancelled, nil
+	}
 	if d.slow > 0 {
 		if err := sleepCtx(ctx, d.slow); err != nil {
 			return cancelled, nil
@@ -244,6 +283,9 @@ func (a *agent) runTurn(ctx context.Context, sid acp.SessionId, d directives, pr
 	}
 
 	var parts []string
+	if d.grow > 0 {
+		parts = append(parts, fmt.Sprintf("holding %d MiB", ballastMiB()))
+	}
 	if d.permission != "" {
 		granted, ok, err := a.askPermission(ctx, sid, acp.ToolKind(d.permission))
 		if err != nil {
@@ -406,6 +448,35 @@ func (a *agent) writeGarbage() error {
 	return nil
 }
 
+// ballast is the memory [[grow N]] took; it is kept (and so resident) for the life of the
+// process, for tests of a memory watchdog.
+var ballast struct {
+	mu   sync.Mutex
+	held [][]byte
+}
+
+// growBallast allocates n MiB and writes every page of it, so it is resident, not just
+// reserved.
+func growBallast(n int) {
+	const page = 4096
+	ballast.mu.Lock()
+	defer ballast.mu.Unlock()
+	for range n {
+		b := make([]byte, 1<<20)
+		for i := 0; i < len(b); i += page {
+			b[i] = 1
+		}
+		ballast.held = append(ballast.held, b)
+	}
+}
+
+// ballastMiB is how much [[grow]] holds.
+func ballastMiB() int {
+	ballast.mu.Lock()
+	defer ballast.mu.Unlock()
+	return len(ballast.held)
+}
+
 // sleepCtx waits d in small steps so a cancel ends the wait promptly.
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	const step = 20 * time.Millisecond
@@ -448,4 +519,19 @@ func membershipChange(prompt string) string {
 		}
 	}
 	return ""
+}
+
+// firstWedge reports whether no process of this state directory wedged on [[wedge-once]]
+// before, and marks that one has: a provider restarted after a wedge (the watchdog's
+// recycle) answers the same message instead of hanging again.
+func (a *agent) firstWedge() bool {
+	if a.cfg.StateDir == "" {
+		return true
+	}
+	f, err := os.OpenFile(filepath.Join(a.cfg.StateDir, "wedged-once"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return false // marked already (or unwritable: answer rather than hang)
+	}
+	_ = f.Close()
+	return true
 }

@@ -124,7 +124,7 @@ func lastMessageID(text string) string {
 
 // toolCall is one [[...-tool]] directive.
 type toolCall struct {
-	kind string // reply, noreply, send, context, ask, retry, call
+	kind string // reply, noreply, send, context, ask, retry, retry-reply, call
 	arg  string
 }
 
@@ -163,6 +163,22 @@ func (a *agent) runTools(ctx context.Context, servers []mcpServer, calls []toolC
 				return nil, false, fmt.Errorf("call-tool %s: arguments: %w", name, jerr)
 			}
 			text, isErr, err = a.callTool(ctx, servers, name, args, "")
+		case "retry-reply":
+			// One reply delivered twice under one call id, as a client that lost the first
+			// answer retries it: Jam stages it once.
+			reply := c.arg
+			if reply == "" {
+				reply = "echo: " + body
+			}
+			id := fmt.Sprintf("call-%d-%s", i, msg)
+			args := map[string]any{"message_id": msg, "text": reply}
+			var first string
+			first, isErr, err = a.callTool(ctx, servers, "jam_reply_to_message", args, id)
+			if err == nil && !isErr {
+				text, isErr, err = a.callTool(ctx, servers, "jam_reply_to_message", args, id)
+				text = "first: " + first + " | retry: " + text
+			}
+			settled = settled || (err == nil && !isErr)
 		case "retry":
 			id := fmt.Sprintf("call-%d-%s", i, msg)
 			var first string

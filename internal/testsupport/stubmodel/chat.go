@@ -67,7 +67,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var toolCalls []map[string]any
 	if reply.ToolCall != nil {
 		finish = "tool_calls"
-		toolCalls = []map[string]any{{"index": 0, "id": "call_stub_" + id, "type": "function",
+		toolCalls = []map[string]any{{"index": 0, "id": reply.ToolCall.callID("call_stub_", id), "type": "function",
 			"function": map[string]any{"name": reply.ToolCall.Name, "arguments": reply.ToolCall.arguments()}}}
 	}
 	if !req.Stream {

@@ -104,7 +104,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 			content = append(content, map[string]any{"type": "text", "text": reply.Text})
 		}
 		if c := reply.ToolCall; c != nil {
-			content = append(content, map[string]any{"type": "tool_use", "id": "toolu_stub_" + id, "name": c.Name, "input": json.RawMessage(c.arguments())})
+			content = append(content, map[string]any{"type": "tool_use", "id": c.callID("toolu_stub_", id), "name": c.Name, "input": json.RawMessage(c.arguments())})
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"id": msgID, "type": "message", "role": "assistant", "model": req.Model,
 			"content": content, "stop_reason": stop, "usage": map[string]any{"input_tokens": in, "output_tokens": out}})
@@ -130,7 +130,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	if c := reply.ToolCall; c != nil {
 		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": index,
-			"content_block": map[string]any{"type": "tool_use", "id": "toolu_stub_" + id, "name": c.Name, "input": map[string]any{}}})
+			"content_block": map[string]any{"type": "tool_use", "id": c.callID("toolu_stub_", id), "name": c.Name, "input": map[string]any{}}})
 		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
 			"delta": map[string]any{"type": "input_json_delta", "partial_json": c.arguments()}})
 		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})

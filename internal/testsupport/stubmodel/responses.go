@@ -109,7 +109,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		index++
 	}
 	if c := reply.ToolCall; c != nil {
-		fcID, callID := "fc_stub_"+id, "call_stub_"+id
+		fcID, callID := "fc_stub_"+id, c.callID("call_stub_", id)
 		item := map[string]any{"id": fcID, "type": "function_call", "status": "in_progress", "call_id": callID, "name": c.Name, "arguments": ""}
 		emit("response.output_item.added", map[string]any{"output_index": index, "item": item})
 		args := c.arguments()

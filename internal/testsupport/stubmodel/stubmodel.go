@@ -62,6 +62,17 @@ type Reply struct {
 type ToolCall struct {
 	Name      string
 	Arguments any
+	// ID, when set, is the call's id instead of one made from the request's number: a test
+	// scripts the same id in two answers to play a model (or a client) retrying one call.
+	ID string
+}
+
+// callID is the call's id: the scripted one, else prefix and the request's number.
+func (c ToolCall) callID(prefix, n string) string {
+	if c.ID != "" {
+		return c.ID
+	}
+	return prefix + n
 }
 
 // Request is one recorded request.
