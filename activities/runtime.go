@@ -322,6 +322,7 @@ func (r *Runtimes) PrepareRuntime(ctx context.Context, in PrepareRuntimeInput) (
 		r.Pause(ctx, "apply.candidate_started")
 	}
 	warning := r.readiness(ctx, hs.RuntimeSessionID, gen, rt)
+	r.watch(ctx, hs, gen, in.Host != uuid.Nil, spec.SharedHost != uuid.Nil)
 	return PrepareRuntimeResult{Generation: gen, ProviderSessionID: p.ProviderSessionID, Resumed: p.Resumed,
 		Identity: p.Identity, PID: p.PID, IdlePolicy: rt.IdlePolicy(), Activation: l.activation.kind, Warning: warning}, nil
 }

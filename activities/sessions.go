@@ -240,6 +240,24 @@ func (s *Sessions) RecordRuntimeFailure(ctx context.Context, in RecordRuntimeFai
 	return err
 }
 
+// RecordRecycleInput is the provider watchdog's count-th recycle of a session.
+type RecordRecycleInput struct {
+	RuntimeSession uuid.UUID      `json:"runtime_session"`
+	Recycle        domain.Recycle `json:"recycle"`
+	Count          int            `json:"count"`
+	// Held: the session recycled too often and now holds failed.
+	Held bool `json:"held"`
+}
+
+// RecordRecycle records the recycle on the session and tells the room once.
+func (s *Sessions) RecordRecycle(ctx context.Context, in RecordRecycleInput) error {
+	err := s.Store.RecordRecycle(ctx, in.RuntimeSession, in.Recycle, in.Count, in.Held)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // the session is gone (agent deleted): nobody to tell
+	}
+	return err
+}
+
 // StartFreshInput is an operator's start-fresh of a session, bound to the evidence they saw.
 type StartFreshInput struct {
 	RuntimeSession   uuid.UUID `json:"runtime_session"`

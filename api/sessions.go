@@ -64,8 +64,12 @@ type SessionBody struct {
 	ProviderVersion string `json:"provider_version,omitempty"`
 	// Failure says why the runtime cannot start (presence failed) until something changes:
 	// a restart, a template save, a node with the missing adapter.
-	Failure    *domain.RuntimeFailure `json:"failure,omitempty"`
-	WorkflowID string                 `json:"workflow_id"`
+	Failure *domain.RuntimeFailure `json:"failure,omitempty"`
+	// Recycles counts the provider watchdog's recycles of the runtime; LastRecycle says
+	// which bound the last one crossed and what was measured.
+	Recycles    int             `json:"recycles"`
+	LastRecycle *domain.Recycle `json:"last_recycle,omitempty"`
+	WorkflowID  string          `json:"workflow_id"`
 	// WorkflowURL opens the workflow in the Temporal Web UI, when one is configured.
 	WorkflowURL string                `json:"workflow_url,omitempty"`
 	Config      domain.TemplateConfig `json:"config"`
@@ -107,6 +111,7 @@ func (s *Server) sessionBody(h domain.HostSession) SessionBody {
 		RoomID: h.RoomID, Alias: h.Alias, Presence: domain.PresenceUnknown, Removed: h.Removed,
 		DesiredGeneration: h.DesiredGeneration, EffectiveGeneration: h.EffectiveGeneration, PendingChange: h.PendingChange,
 		ProviderSessionID: h.ProviderSessionID, ProviderVersion: h.ProviderVersion, Failure: h.Failure,
+		Recycles: h.Recycles, LastRecycle: h.LastRecycle,
 		WorkflowID: contract.RoomSessionID(h.RuntimeSessionID),
 		Config:     h.Config, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
 	b.WorkflowURL = s.workflowURL(b.WorkflowID)

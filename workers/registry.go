@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -76,6 +77,8 @@ type runtimeEntry struct {
 	mayMove bool
 	// cancelNext is a turn interrupted before it reached this node: it starts cancelled.
 	cancelNext string
+	// watch is its watchdog state (watchdog.go); nil for a runtime joined, not started.
+	watch *watchState
 }
 
 // RegistryOption configures a RuntimeRegistry.
@@ -189,11 +192,13 @@ func (r *RuntimeRegistry) Start(ctx context.Context, spec provider.Spec) (provid
 	}
 	// Building starts nothing; the runtime is dropped unused when a live one is shared.
 	spec.Spawner = sessionSpawner{r: r, session: spec.RuntimeSession}
+	watch := &watchState{}
+	spec.Events = watch.eventSink(spec.Events)
 	rt, err := factory(spec)
 	if err != nil {
 		return nil, provider.Prepared{}, fmt.Errorf("build runtime %s: %w", spec.RuntimeSession, err)
 	}
-	e := &runtimeEntry{rt: rt, generation: spec.Generation, preparing: true, mayMove: spec.MayMove}
+	e := &runtimeEntry{rt: rt, generation: spec.Generation, preparing: true, mayMove: spec.MayMove, watch: watch}
 	// The slot is claimed under the lock, so concurrent Starts of one session agree on one
 	// runtime; an older generation (or one being stopped) is torn down first.
 	for {
@@ -297,6 +302,9 @@ func (r *RuntimeRegistry) RunTurn(ctx context.Context, session uuid.UUID, genera
 		return provider.TurnResult{Outcome: domain.TurnCancelled}, nil
 	}
 	e.turns++
+	if e.watch != nil && e.turns == 1 {
+		e.watch.turnStart = time.Now()
+	}
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
@@ -306,6 +314,10 @@ func (r *RuntimeRegistry) RunTurn(ctx context.Context, session uuid.UUID, genera
 		default:
 		}
 		e.turns--
+		if e.watch != nil {
+			// The turn's own CPU is not idle CPU: the idle measure starts again from here.
+			e.watch.prevAt, e.watch.overSince = time.Time{}, time.Time{}
+		}
 		r.mu.Unlock()
 	}()
 	return e.rt.RunTurn(ctx, turn)

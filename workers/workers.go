@@ -123,6 +123,9 @@ type Config struct {
 	// QuestionTimeout is the operator's JAM_QUESTION_TIMEOUT_SECS for the question broker
 	// behind jam_ask_question.
 	QuestionTimeout questions.TimeoutOverride
+	// Watchdog tunes the provider watchdog's sampling (JAM_WATCHDOG_INTERVAL_MS,
+	// JAM_WATCHDOG_IDLE_WINDOW_SECS); its bounds come from each runtime's template.
+	Watchdog WatchdogConfig
 	// QuestionInline is JAM_QUESTION_INLINE_SECS (questions.Broker.Inline): how long a
 	// question's tool call waits before it returns deferred.
 	QuestionInline time.Duration
@@ -323,6 +326,7 @@ func Start(ctx context.Context, cfg Config) (_ *Workers, retErr error) {
 	go w.probeSandbox(beatCtx, cfg, sbx)
 	w.clisDone = make(chan struct{})
 	go w.probeCLIs(beatCtx, cfg, nodeActs)
+	go w.runtimes.RunWatchdog(beatCtx, cfg.Watchdog, func(c Crossing) { recycleSignal(cfg, c) })
 	cfg.Logger.Info("workers started", "node", cfg.Node,
 		"queues", []string{contract.TaskQueue, contract.NodeTaskQueue(cfg.Node)})
 	return w, nil
@@ -650,5 +654,18 @@ func (w *Workers) probeCLIs(ctx context.Context, cfg Config, node *activities.No
 		case <-w.registered:
 		case <-again:
 		}
+	}
+}
+
+// recycleSignal tells a session's workflow that the watchdog found its runtime over a bound;
+// the workflow recycles it at its next turn boundary. A lost signal leaves the runtime as it
+// was: the watchdog reports each generation once, so the next start is watched afresh.
+func recycleSignal(cfg Config, c Crossing) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := cfg.Client.SignalWorkflow(ctx, contract.RoomSessionID(c.RuntimeSession), "", contract.SignalRecycle,
+		contract.RecycleSignal{Recycle: c.Recycle})
+	if err != nil && !contract.IsNotFound(err) {
+		cfg.Logger.Warn("signal a watchdog recycle", "runtime_session", c.RuntimeSession, "error", err)
 	}
 }

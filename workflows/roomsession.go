@@ -15,8 +15,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 )
 
-// Message names of the RoomSession workflow.
-// Activity bounds of a room session (ARCHITECTURE.md §5).
+// Activity bounds of a room session (docs/architecture.md §5, "Bounds").
 var (
 	// runtimeHeartbeat is how long a node activity may go without a heartbeat before the
 	// worker is considered dead (it beats every 5 s).
@@ -59,11 +58,14 @@ type roomSession struct {
 	retries []contract.RetrySignal
 	// moves are SignalMove requests not yet acted on.
 	moves []contract.MoveSignal
+	// recycles are the node watchdog's SignalRecycle reports not yet acted on.
+	recycles []contract.RecycleSignal
 	// runTurns counts this run's turns, for continue-as-new.
 	runTurns int64
 	// turnStarted is when the running turn began (for the Web UI's details).
 	turnStarted                  time.Time
 	inbound, exited, retry, move workflow.ReceiveChannel
+	recycle                      workflow.ReceiveChannel
 	sess                         *activities.Sessions
 	hosts                        *activities.Hosts
 	rt                           *activities.Runtimes
@@ -76,7 +78,7 @@ type roomSession struct {
 
 // RoomSession is the entity workflow of one room's runtime session: it registers the room
 // dormant, wakes a runtime on its node when messages wait, runs turns, reaps it when idle,
-// and serves stop, restart and remove. See ARCHITECTURE.md §4.
+// and serves stop, restart and remove. See docs/architecture.md §4.
 func RoomSession(ctx workflow.Context, in contract.RoomSessionInput) error {
 	r := &roomSession{in: in}
 	if in.State != nil {
@@ -90,6 +92,7 @@ func RoomSession(ctx workflow.Context, in contract.RoomSessionInput) error {
 	}
 	publishStage(ctx, contract.TypeRoomSession, in.SearchTags(), func() string { return string(r.s.Phase) }, r.details)
 	for {
+		r.takeRecycles()
 		if len(r.actions) > 0 {
 			a := r.actions[0]
 			r.actions = r.actions[1:]
@@ -118,6 +121,12 @@ func RoomSession(ctx workflow.Context, in contract.RoomSessionInput) error {
 			r.leaveDrainingNode(ctx, m.Node)
 			continue
 		}
+		if len(r.recycles) > 0 {
+			rc := r.recycles[0]
+			r.recycles = r.recycles[1:]
+			r.onRecycle(ctx, rc)
+			continue
+		}
 		if r.s.Phase == domain.PhaseRetired {
 			if r.s.Pokes > 0 {
 				r.s.Pokes = 0
@@ -140,7 +149,7 @@ func RoomSession(ctx workflow.Context, in contract.RoomSessionInput) error {
 }
 
 func (r *roomSession) ready() bool {
-	return len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 || len(r.moves) > 0 || r.s.Pokes > 0
+	return len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 || len(r.moves) > 0 || len(r.recycles) > 0 || r.s.Pokes > 0
 }
 
 // wait blocks until there is something to do; a live, reapable runtime is torn down when
@@ -178,6 +187,7 @@ func (r *roomSession) register(ctx workflow.Context) error {
 	r.exited = workflow.GetSignalChannel(ctx, contract.SignalRuntimeExited)
 	r.retry = workflow.GetSignalChannel(ctx, contract.SignalRetry)
 	r.move = workflow.GetSignalChannel(ctx, contract.SignalMove)
+	r.recycle = workflow.GetSignalChannel(ctx, contract.SignalRecycle)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(r.inbound, func(c workflow.ReceiveChannel, _ bool) {
@@ -193,6 +203,11 @@ func (r *roomSession) register(ctx workflow.Context) error {
 			var rs contract.RetrySignal
 			c.Receive(ctx, &rs)
 			r.retries = append(r.retries, rs)
+		})
+		sel.AddReceive(r.recycle, func(c workflow.ReceiveChannel, _ bool) {
+			var rc contract.RecycleSignal
+			c.Receive(ctx, &rc)
+			r.recycles = append(r.recycles, rc)
 		})
 		sel.AddReceive(r.move, func(c workflow.ReceiveChannel, _ bool) {
 			var m contract.MoveSignal
@@ -281,6 +296,8 @@ func (r *roomSession) do(ctx workflow.Context, a *action) {
 		r.s.Held = false
 		r.teardown(ctx, domain.CheckpointBeforeStop)
 		r.s.Crashes, r.s.LastError = 0, ""
+		// An operator's restart starts the watchdog's loop count over.
+		r.s.RecycleTimes = nil
 		r.s.WantLive = !a.restart.OnlyIfBacklog
 		r.s.Pokes++
 	case contract.UpdateRemove:
@@ -630,7 +647,8 @@ func (r *roomSession) teardownWithin(ctx workflow.Context, reason domain.Checkpo
 func (r *roomSession) status() contract.RoomSessionStatus {
 	st := contract.RoomSessionStatus{Phase: r.s.Phase, Presence: r.presence(), Node: r.s.Node, Generation: r.s.Generation,
 		PID: r.s.PID, InTurn: r.s.InTurn, Held: r.s.Held, Turns: r.s.Turns, LastActivity: r.s.LastActivity,
-		IdleSecs: r.s.IdleSecs, LastError: r.s.LastError, Leased: r.s.Leased, Failure: r.s.Failure, Warning: r.s.Warning}
+		IdleSecs: r.s.IdleSecs, LastError: r.s.LastError, Leased: r.s.Leased, Failure: r.s.Failure, Warning: r.s.Warning,
+		Recycles: r.s.Recycles, LastRecycle: r.s.LastRecycle}
 	if r.s.Host != uuid.Nil {
 		h := r.s.Host
 		st.Host, st.Sandbox = &h, r.s.Sandbox
@@ -660,11 +678,13 @@ func (r *roomSession) continueAsNew(ctx workflow.Context) error {
 	// A handler may be waiting for the main loop (its action queued behind the one that made
 	// the others finish): waiting for every handler alone would wait forever.
 	_ = workflow.Await(ctx, func() bool {
-		return workflow.AllHandlersFinished(ctx) || len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 || len(r.moves) > 0
+		return workflow.AllHandlersFinished(ctx) || len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 || len(r.moves) > 0 ||
+			len(r.recycles) > 0
 	})
 	// A move not yet acted on is served first too; one still unread in its channel is
 	// dropped with this run (Reconcile sends it again while the runtime is where it was).
-	if len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 || len(r.moves) > 0 {
+	r.takeRecycles()
+	if len(r.actions) > 0 || len(r.exits) > 0 || len(r.retries) > 0 || len(r.moves) > 0 || len(r.recycles) > 0 {
 		return nil
 	}
 	for r.inbound.ReceiveAsync(nil) {
@@ -752,6 +772,9 @@ func (r *roomSession) details() string {
 		if r.s.Held {
 			d += " · held by an operator's stop until restart"
 		}
+	}
+	if r.s.LastRecycle != nil {
+		d += fmt.Sprintf(" · recycled %d time(s) by the watchdog, last for %s", r.s.Recycles, r.s.LastRecycle.Reason)
 	}
 	if r.s.LastError != "" && r.s.Phase != domain.PhaseFailed {
 		d += " · last error: " + r.s.LastError

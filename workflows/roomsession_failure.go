@@ -98,6 +98,9 @@ func (r *roomSession) retryStart(ctx workflow.Context, why string) {
 	}
 	workflow.GetLogger(ctx).Info("retrying a failed runtime", "runtime_session", r.in.RuntimeSession, "because", why)
 	r.s.Phase, r.s.Failure, r.s.Crashes = domain.PhaseDormant, nil, 0
+	// Something changed (a restart, a template save, a re-add): a watchdog loop's count
+	// starts over with it.
+	r.s.RecycleTimes = nil
 	r.s.Pokes++
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,

@@ -261,6 +261,27 @@ func printEvent(w interface{ Write([]byte) (int, error) }, e client.Event, autho
 		}
 		_, err := fmt.Fprintf(w, "!! %s continues on a new thread: %s\n", who, r.Reason)
 		return err
+	case domain.EventRuntimeRecycled:
+		// The watchdog restarted the agent's provider: a turn may have been cut (its
+		// messages are answered again by the new process), which people in the room see.
+		var r struct {
+			Reason   domain.RecycleReason `json:"reason"`
+			Measured string               `json:"measured"`
+			Held     bool                 `json:"held"`
+		}
+		if err := json.Unmarshal(e.Data.Payload, &r); err != nil {
+			return err
+		}
+		who := "an agent"
+		if e.Data.AgentID != nil {
+			who = authors.agentName(*e.Data.AgentID)
+		}
+		then := "restarted on the same thread"
+		if r.Held {
+			then = "held: it was recycled too often"
+		}
+		_, err := fmt.Fprintf(w, "!! %s was recycled by the watchdog (%s: %s); %s\n", who, r.Reason, r.Measured, then)
+		return err
 	default:
 		_, err := fmt.Fprintf(w, "-- %s %s\n", e.Kind, string(e.Data.Payload))
 		return err

@@ -301,6 +301,6 @@ func startWorkers(ctx context.Context, o Options, c client.Client, st *store.Sto
 		Logger: o.Logger.With("component", "worker"), Env: we.env, Lifecycle: we.lifecycle,
 		PermissionTimeout: we.permission, Pause: we.pause, MCP: we.mcp, QuestionTimeout: we.question, QuestionInline: we.questionInline,
 		Factories: we.factories, Fail: we.fail, MaxRuntimes: maxRuntimes(o.MaxRuntimes),
-		WorkflowCacheSize: we.workflowCache, ProbeCLIs: we.probeCLIs, HostStore: o.HostStore, ProcessGuard: guard,
+		WorkflowCacheSize: we.workflowCache, ProbeCLIs: we.probeCLIs, Watchdog: we.watchdog, HostStore: o.HostStore, ProcessGuard: guard,
 	})
 }

@@ -46,6 +46,9 @@ type workerEnv struct {
 	factories map[domain.Provider]provider.Factory
 	// probeCLIs: resolve the node's provider CLIs at start (JAM_WORKER_PROBE_CLIS, default on).
 	probeCLIs bool
+	// watchdog is the provider watchdog's sampling (JAM_WATCHDOG_INTERVAL_MS,
+	// JAM_WATCHDOG_IDLE_WINDOW_SECS).
+	watchdog workers.WatchdogConfig
 }
 
 // The MCP endpoint's knobs.
@@ -64,6 +67,11 @@ const (
 	// unprobed until `jam node probe`. For a machine that starts many nodes at once (the
 	// test suite), where those probes are what costs; on by default.
 	envProbeCLIs = "JAM_WORKER_PROBE_CLIS"
+	// envWatchdogInterval is how often, in milliseconds, the node samples its runtimes for
+	// the provider watchdog (default 5000); envWatchdogIdleWindow how many seconds idle CPU
+	// must stay over its ceiling (default 60). Tests shorten both.
+	envWatchdogInterval   = "JAM_WATCHDOG_INTERVAL_MS"
+	envWatchdogIdleWindow = "JAM_WATCHDOG_IDLE_WINDOW_SECS"
 )
 
 // parseWorkerEnv parses environ (os.Environ at start); sbxFlag is --sbx, which wins over
@@ -107,6 +115,16 @@ func parseWorkerEnv(environ []string, sbxFlag string, log *slog.Logger) (workerE
 	if err != nil {
 		return workerEnv{}, err
 	}
+	interval, err := positiveEnv(getenv, envWatchdogInterval, "milliseconds")
+	if err != nil {
+		return workerEnv{}, fmt.Errorf("worker configuration: %w", err)
+	}
+	window, err := positiveEnv(getenv, envWatchdogIdleWindow, "seconds")
+	if err != nil {
+		return workerEnv{}, fmt.Errorf("worker configuration: %w", err)
+	}
+	watchdog := workers.WatchdogConfig{Interval: time.Duration(interval) * time.Millisecond,
+		IdleWindow: time.Duration(window) * time.Second}
 	probeCLIs := true
 	switch v := getenv(envProbeCLIs); v {
 	case "", "1", "true":
@@ -117,7 +135,7 @@ func parseWorkerEnv(environ []string, sbxFlag string, log *slog.Logger) (workerE
 	}
 	return workerEnv{env: env, sbx: sbx, lifecycle: lifecycle, permission: perm, question: question,
 		questionInline: inline, pause: faults.FromEnv(getenv), fail: faults.FailFromEnv(getenv), mcp: mcp, factories: factories,
-		workflowCache: cache, probeCLIs: probeCLIs}, nil
+		workflowCache: cache, probeCLIs: probeCLIs, watchdog: watchdog}, nil
 }
 
 // workflowCacheSize is JAM_WORKFLOW_CACHE_SIZE: 0 when unset (the default), else a positive

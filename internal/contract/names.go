@@ -24,6 +24,11 @@ const (
 // places it again.
 const SignalMove = "move"
 
+// SignalRecycle tells a session that its node's watchdog found the live runtime over a
+// bound (memory, idle CPU, a wedged turn, which the node has interrupted): at its next turn
+// boundary the runtime is stopped and started again on the same provider thread.
+const SignalRecycle = "recycle"
+
 // SignalRetry tells a session held in a permanent start failure that something changed (a
 // template save, a node that gained the missing adapter): it tries once more.
 const SignalRetry = "retry"

@@ -123,6 +123,16 @@ type RoomSessionState struct {
 	Failure *domain.RuntimeFailure `json:"failure,omitempty"`
 	// Warning is the live runtime's readiness warning ("" when none): presence degraded.
 	Warning string `json:"warning,omitempty"`
+	// Recycles counts the watchdog's recycles of the session; RecycleTimes are those within
+	// domain.RecycleLoopWindow (a loop holds the session failed); LastRecycle is the latest.
+	Recycles     int             `json:"recycles,omitempty"`
+	RecycleTimes []time.Time     `json:"recycle_times,omitempty"`
+	LastRecycle  *domain.Recycle `json:"last_recycle,omitempty"`
+}
+
+// RecycleSignal is the payload of SignalRecycle: what the node's watchdog measured.
+type RecycleSignal struct {
+	Recycle domain.Recycle `json:"recycle"`
 }
 
 // RoomSessionStatus is the answer of QueryState.
@@ -146,6 +156,9 @@ type RoomSessionStatus struct {
 	Failure *domain.RuntimeFailure `json:"failure,omitempty"`
 	// Warning is the live runtime's readiness warning (presence degraded).
 	Warning string `json:"warning,omitempty"`
+	// Recycles counts the watchdog's recycles; LastRecycle says what it measured last.
+	Recycles    int             `json:"recycles,omitempty"`
+	LastRecycle *domain.Recycle `json:"last_recycle,omitempty"`
 }
 
 // RuntimeExitedSignal is the payload of SignalRuntimeExited.

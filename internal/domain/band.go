@@ -84,6 +84,10 @@ const (
 	// continues on a new one (its resume policy is fresh, or an operator started it fresh);
 	// the payload names the abandoned thread and why.
 	EventThreadReplaced EventKind = "runtime_thread_replaced"
+	// EventRuntimeRecycled: the watchdog found a live runtime over a bound (memory, idle
+	// CPU, a wedged turn) and restarted it on its own thread; the payload says what it
+	// measured, the session's recycle count, and whether it now holds failed.
+	EventRuntimeRecycled EventKind = "runtime_recycled"
 	// EventOperationStarted and EventOperationFinished follow a long operation (GET
 	// /v1/operations/{id}); finished carries its status and failure class.
 	EventOperationStarted  EventKind = "operation_started"
@@ -98,7 +102,7 @@ var EventKinds = NewEnum("event_kind",
 	EventAgentCreated, EventAgentUpdated, EventAgentDeleted, EventAgentRunIntent, EventRoomCreated,
 	EventRoomAdded, EventRoomRemoved, EventSessionBound, EventMessagePosted, EventInboundQueued,
 	EventMessageSettled, EventTemplateSaved, EventRuntimeActivity, EventRuntimeExited,
-	EventRuntimeStopped, EventRuntimePermissionAsked, EventRuntimePermissionDecided, EventRuntimeFailed, EventRuntimeReadiness, EventThreadReplaced,
+	EventRuntimeStopped, EventRuntimePermissionAsked, EventRuntimePermissionDecided, EventRuntimeFailed, EventRuntimeReadiness, EventThreadReplaced, EventRuntimeRecycled,
 	EventOperationStarted, EventOperationFinished, EventQuestionAsked, EventQuestionAnswered)
 
 func (v *EventKind) UnmarshalText(b []byte) error { return unmarshalEnum(EventKinds, b, v) }

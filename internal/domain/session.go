@@ -25,10 +25,13 @@ type HostSession struct {
 	// ProviderSessionKind is the ThreadKind of the bound provider session ("" unknown).
 	ProviderSessionKind string
 	// Failure is the permanent start failure the session holds in (nil when none).
-	Failure   *RuntimeFailure
-	Removed   bool
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Failure *RuntimeFailure
+	// Recycles counts the provider watchdog's recycles; LastRecycle is the latest (nil: none).
+	Recycles    int
+	LastRecycle *Recycle
+	Removed     bool
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // PendingChange is a configuration change a live runtime has not accepted yet.
@@ -136,11 +139,15 @@ const (
 	// FailureStartFailed: the provider failed its start (it exited, or refused the
 	// handshake) on every attempt.
 	FailureStartFailed FailureClass = "start_failed"
+	// FailureRecycleLoop: the watchdog recycled the runtime RecycleLoopCount times within
+	// RecycleLoopWindow; restarting it again would only loop. A restart or a template
+	// change (a higher ceiling) lets it start.
+	FailureRecycleLoop FailureClass = "recycle_loop"
 )
 
 var FailureClasses = NewEnum("failure_class", FailureAdapterMissing, FailureExecutableRefused,
 	FailureExactResumeUnavailable, FailureNotReady, FailureEnvRefused, FailureInvalidConfiguration, FailureSandbox,
-	FailureRepository, FailureCredentialMissing, FailureStartFailed)
+	FailureRepository, FailureCredentialMissing, FailureStartFailed, FailureRecycleLoop)
 
 func (v *FailureClass) UnmarshalText(b []byte) error { return unmarshalEnum(FailureClasses, b, v) }
 

@@ -56,6 +56,12 @@ var settings = map[string]Setting{
 		Default:     json.RawMessage(`900`),
 		validate:    intRange(0, MaxQuestionTimeoutSecs),
 	},
+	SettingWatchdog: {
+		Key:         SettingWatchdog,
+		Description: "The provider watchdog's defaults (a template's watchdog fields override each): memory_mb, the resident-memory ceiling of the provider's process group; idle_cpu_percent, its CPU ceiling sustained for a minute with no turn running; wedge_secs, how long a turn may go without a provider event. 0 turns a bound off. Crossing one recycles the runtime on its own thread.",
+		Default:     json.RawMessage(`{"memory_mb":4096,"idle_cpu_percent":90,"wedge_secs":1800}`),
+		validate:    validateWatchdogSetting,
+	},
 	SettingIdleSecs: {
 		Key:         SettingIdleSecs,
 		Description: "Seconds an owned runtime may sit idle before it is stopped (JAM_OWNED_RUNTIME_IDLE_SECS overrides it).",

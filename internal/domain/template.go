@@ -27,6 +27,9 @@ type TemplateConfig struct {
 	IdlePolicy     IdlePolicy        `json:"idle_policy,omitempty"`
 	// IdleSecs overrides the idle-reap threshold for this runtime.
 	IdleSecs *int `json:"idle_secs,omitempty"`
+	// Watchdog bounds the live provider (memory, idle CPU, wedged turns); unset fields take
+	// the runtime.defaults.watchdog setting.
+	Watchdog *Watchdog `json:"watchdog,omitempty"`
 	// ResumePolicy is the session's continuity contract when its provider thread cannot be
 	// resumed: exact (the default) fails closed and offers an operator's evidence-bound
 	// start-fresh; fresh continues on a new thread and tells the room.
@@ -184,6 +187,9 @@ func (c TemplateConfig) Validate() error {
 	}
 	if c.IdleSecs != nil && (*c.IdleSecs < 1 || *c.IdleSecs > MaxIdleSecs) {
 		v.Add("idle_secs", fmt.Sprintf("must be between 1 and %d", MaxIdleSecs))
+	}
+	if c.Watchdog != nil {
+		c.Watchdog.Validate("watchdog.", &v)
 	}
 	if len(c.Repositories) > 0 {
 		if src := c.Sandbox.WorkspaceSource; !c.Sandbox.Enabled || (src != "" && src != WorkspaceManaged) {

@@ -27,6 +27,10 @@ type Stat struct {
 	// Start is the process's start time in clock ticks since boot (field 22): with the boot
 	// id it tells a process from a later one that reused its pid.
 	Start uint64
+	// CPUTicks is the user and system time it has used, in clock ticks (fields 14 and 15).
+	CPUTicks uint64
+	// RSSPages is its resident set in pages (field 24).
+	RSSPages int64
 }
 
 // Dead: the process has exited and only its exit status is left (zombie or dying).
@@ -124,14 +128,17 @@ func parseStat(b []byte) (Stat, error) {
 	}
 	// f[0] is field 3 (state), so field n is f[n-3].
 	f := strings.Fields(string(b[end+1:]))
-	if len(f) < 20 || len(f[0]) != 1 {
+	if len(f) < 22 || len(f[0]) != 1 {
 		return Stat{}, errMalformedStat
 	}
 	pgrp, err1 := strconv.Atoi(f[2])
 	sid, err2 := strconv.Atoi(f[3])
 	start, err3 := strconv.ParseUint(f[19], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	utime, err4 := strconv.ParseUint(f[11], 10, 64)
+	stime, err5 := strconv.ParseUint(f[12], 10, 64)
+	rss, err6 := strconv.ParseInt(f[21], 10, 64)
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		return Stat{}, fmt.Errorf("%w: %w", errMalformedStat, err)
 	}
-	return Stat{PID: pid, State: f[0][0], PGRP: pgrp, Session: sid, Start: start}, nil
+	return Stat{PID: pid, State: f[0][0], PGRP: pgrp, Session: sid, Start: start, CPUTicks: utime + stime, RSSPages: rss}, nil
 }

@@ -45,6 +45,8 @@ type hostSessionRow struct {
 	FailureClass        *string    `db:"failure_class"`
 	FailureReason       *string    `db:"failure_reason"`
 	FailedAt            *time.Time `db:"failed_at"`
+	Recycles            int        `db:"recycles"`
+	LastRecycle         *string    `db:"last_recycle"`
 	RemovedAt           *time.Time `db:"removed_at"`
 	CreatedAt           time.Time  `db:"created_at"`
 	UpdatedAt           time.Time  `db:"updated_at"`
@@ -84,13 +86,20 @@ func (r hostSessionRow) domain() (domain.HostSession, error) {
 		}
 		hs.Failure = f
 	}
+	hs.Recycles = r.Recycles
+	if r.LastRecycle != nil {
+		hs.LastRecycle = &domain.Recycle{}
+		if err := json.Unmarshal([]byte(*r.LastRecycle), hs.LastRecycle); err != nil {
+			return hs, fmt.Errorf("host session %s: last recycle: %w", r.RuntimeSessionID, err)
+		}
+	}
 	return hs, nil
 }
 
 const hostSessionSelect = `
 SELECT h.runtime_session_id, h.agent_id, h.template_id, h.alias, h.room_id, h.config, h.desired_generation,
        h.effective_generation, h.pending_change, s.provider_session_id, s.provider_version, s.provider_session_kind, s.failure_class,
-       s.failure_reason, s.failed_at, h.removed_at, h.created_at, h.updated_at
+       s.failure_reason, s.failed_at, s.recycles, s.last_recycle, h.removed_at, h.created_at, h.updated_at
 FROM host_sessions h JOIN runtime_sessions s ON s.id = h.runtime_session_id`
 
 // sessionBoundEvent is the payload of session_bound.
