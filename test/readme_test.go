@@ -24,29 +24,48 @@ import (
 
 var stubmodelProgram = &gobuild.Program{Pkg: "./cmd/jam-stubmodel", Name: "jam-stubmodel"}
 
-// readmeStubAddr is the scripted model server's address as README.md writes it; the test
+// readmeStubAddr is the scripted model server's address as the docs write it; the test
 // serves it on a free port and runs the commands with that one instead.
 const readmeStubAddr = "127.0.0.1:7790"
 
-// readmeBlocks are README.md's shell blocks marked `<!-- readme-test: NAME -->`, by name,
-// with the indentation of a block inside a list item removed.
+// readmeFiles hold the blocks the test runs: the README's five-command demo, and the agent
+// CLIs' set-up and sections in docs/providers.md.
+var readmeFiles = []string{"README.md", filepath.Join("docs", "providers.md")}
+
+// readmeBlocks are the shell blocks marked `<!-- readme-test: NAME -->` in readmeFiles, by
+// name, with the indentation of a block inside a list item removed. A name is marked once.
 func readmeBlocks(t *testing.T) map[string]string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	blocks := map[string]string{}
+	for _, doc := range readmeFiles {
+		raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, body := range markedBlocks(t, doc, string(raw)) {
+			if _, dup := blocks[name]; dup {
+				t.Fatalf("%s: the readme-test block %q is marked in two files", doc, name)
+			}
+			blocks[name] = body
+		}
 	}
+	return blocks
+}
+
+// markedBlocks are one document's readme-test blocks.
+func markedBlocks(t *testing.T, doc, raw string) map[string]string {
+	t.Helper()
 	marker := regexp.MustCompile(`^\s*<!-- readme-test: ([a-z]+) -->\s*$`)
 	blocks := map[string]string{}
-	lines := strings.Split(string(raw), "\n")
+	lines := strings.Split(raw, "\n")
 	for i := 0; i < len(lines); i++ {
 		m := marker.FindStringSubmatch(lines[i])
 		if m == nil {
 			continue
 		}
 		if i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != "```sh" {
-			t.Fatalf("README.md:%d: the readme-test marker %q is not followed by a ```sh block", i+1, m[1])
+			t.Fatalf("%s:%d: the readme-test marker %q is not followed by a ```sh block", doc, i+1, m[1])
 		}
 		indent := lines[i+1][:strings.Index(lines[i+1], "```")]
 		var body []string
@@ -58,7 +77,31 @@ func readmeBlocks(t *testing.T) map[string]string {
 	return blocks
 }
 
-// readmeDevEnv is the environment the README's set-up block starts `make dev` with.
+// Every block the verbatim test runs is marked where a reader looks for it: the demo in the
+// README, the agent CLIs' set-up and sections in docs/providers.md. It needs no agent CLI, so
+// a doc move that drops a marker fails even where the verbatim test skips.
+func TestReadmeBlocksAreMarkedWhereTheDocsPutThem(t *testing.T) {
+	t.Parallel()
+	_, file, _, _ := runtime.Caller(0)
+	want := map[string][]string{"README.md": {"demo"}, readmeFiles[1]: {"setup", "codex", "claude", "copilot"}}
+	for doc, names := range want {
+		raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := markedBlocks(t, doc, string(raw))
+		for _, name := range names {
+			if strings.TrimSpace(blocks[name]) == "" {
+				t.Errorf("%s has no readme-test block %q", doc, name)
+			}
+		}
+	}
+	if env := readmeDevEnv(t, readmeBlocks(t)["setup"]); len(env) == 0 {
+		t.Error("the set-up block starts `make dev` with no environment for the agent CLIs' templates")
+	}
+}
+
+// readmeDevEnv is the environment the set-up block (docs/providers.md) starts `make dev` with.
 func readmeDevEnv(t *testing.T, setup string) []string {
 	t.Helper()
 	for _, line := range strings.Split(setup, "\n") {
@@ -69,7 +112,7 @@ func readmeDevEnv(t *testing.T, setup string) []string {
 			}
 		}
 	}
-	t.Fatalf("the README's set-up block starts no `make dev`:\n%s", setup)
+	t.Fatalf("the readme-test set-up block starts no `make dev`:\n%s", setup)
 	return nil
 }
 
@@ -108,8 +151,9 @@ func startStubmodel(t *testing.T) string {
 	return ""
 }
 
-// The README's provider sections, run verbatim (the model server on a free port instead of
-// 7790) on a fresh `jam dev` started as its set-up block says: the five-command demo, then
+// The README's demo and docs/providers.md's sections, run verbatim (the model server on a
+// free port instead of 7790) on a fresh `jam dev` started as the set-up block says: the
+// README's five-command demo, then
 // Codex, Claude Code and Copilot each in a room of its own, answering with the scripted
 // model server's reply (not the test agent's echo), and the demo's room switched to each in
 // turn, answering from a new thread of each, with the switch said in the room.
@@ -121,7 +165,7 @@ func TestReadmeProviderSectionsRunVerbatim(t *testing.T) {
 	blocks := readmeBlocks(t)
 	for _, name := range []string{"setup", "demo", "codex", "claude", "copilot"} {
 		if blocks[name] == "" {
-			t.Fatalf("README.md has no readme-test block %q", name)
+			t.Fatalf("no readme-test block %q in %s", name, strings.Join(readmeFiles, " or "))
 		}
 	}
 	t.Cleanup(stubmodelProgram.Cleanup)
@@ -148,9 +192,9 @@ func TestReadmeProviderSectionsRunVerbatim(t *testing.T) {
 	// JAM_HOME only: the CLI finds this jam dev's address and token there.
 	sh.Dir, sh.Env = root, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "JAM_HOME=" + home}
 	out, err := sh.CombinedOutput()
-	t.Logf("README commands:\n%s", out)
+	t.Logf("the documented commands:\n%s", out)
 	if err != nil {
-		t.Fatalf("the README's commands failed: %v", err)
+		t.Fatalf("the documented commands failed: %v", err)
 	}
 
 	c := d.client

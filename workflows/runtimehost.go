@@ -48,7 +48,7 @@ type runtimeHost struct {
 // RuntimeHost is the entity workflow of one sandboxed runtime host: the members' lease, the
 // sandbox's create-or-reuse with ownership proof before any provider starts, parking when the
 // last member leaves, fencing of an orphan sandbox, host-scope controls, and turn permits for
-// the checkpoint coordinator. See ARCHITECTURE.md §4.
+// the checkpoint coordinator. See docs/architecture.md §4 (RuntimeHost).
 func RuntimeHost(ctx workflow.Context, in contract.RuntimeHostInput) error {
 	r := &runtimeHost{in: in}
 	if in.State != nil {

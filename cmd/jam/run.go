@@ -10,7 +10,7 @@ import (
 	"github.com/jam-dev/jam/internal/sandbox"
 )
 
-// Default addresses (ARCHITECTURE.md §2).
+// Default addresses (docs/configuration.md, "Variables and flags").
 const (
 	defaultListen           = "127.0.0.1:7780"
 	defaultTemporalAddress  = "127.0.0.1:7233"

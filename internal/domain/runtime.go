@@ -9,7 +9,7 @@ import (
 )
 
 // AgentEventKind names one entry of the provider-neutral runtime event stream that every
-// owned adapter reports through (ARCHITECTURE.md §6).
+// owned adapter reports through (docs/architecture.md §6).
 type AgentEventKind string
 
 const (

@@ -74,9 +74,9 @@ func (s *Starter) Retry(ctx context.Context, session uuid.UUID, reason string) e
 // nothing to do until its first message, whose poke starts the workflow (SignalWithStart):
 // the binding row is the registration, and binding costs no workflow start (issue 25: a
 // start and its first task cost ~20 CPU-ms of Temporal each, which bounded binding 10,000
-// rooms to minutes on two cores). This departs from ARCHITECTURE.md §4 ("started when the
-// binding is created"): every path that drives a session already starts a workflow that is
-// not running (Poke, session stop/restart), and the API shows such a session dormant. A
+// rooms to minutes on two cores). docs/architecture.md §4 (RoomSession) describes this lazy
+// start: every path that drives a session starts a workflow that is not running (Poke,
+// session stop/restart), and the API shows such a session dormant. A
 // reused binding is poked: its retired workflow waits for the re-add.
 func (s *Starter) RoomBound(ctx context.Context, b domain.Binding, fresh bool) error {
 	if fresh && !s.Eager {

@@ -19,7 +19,7 @@ import (
 	"github.com/jam-dev/jam/internal/domain"
 )
 
-// Timeouts of `sbx` commands (ARCHITECTURE.md §5).
+// Timeouts of `sbx` commands (docs/architecture.md §5, "Bounds").
 const (
 	ReadOnlyTimeout  = 12 * time.Second
 	CreateTimeout    = 600 * time.Second
@@ -247,7 +247,7 @@ func (d *Driver) HasGlobalServiceSecret(ctx context.Context, service string) (bo
 
 var serviceName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
-// PolicyCheckTimeout bounds one network policy check (ARCHITECTURE.md §5).
+// PolicyCheckTimeout bounds one network policy check (docs/architecture.md §5, "Bounds").
 const PolicyCheckTimeout = 15 * time.Second
 
 // networkTarget is a host name, optionally with a port: nothing a shell or the CLI could read
