@@ -10,6 +10,7 @@ import (
 	"github.com/jam-dev/jam/api"
 	"github.com/jam-dev/jam/api/client"
 	"github.com/jam-dev/jam/internal/domain"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // The acceptance path of an attached agent, through the HTTP API of a real `jam dev` only.
@@ -63,10 +64,21 @@ func TestAnAttachedAgentConversesThroughTheHTTPAPI(t *testing.T) {
 	waited := make(chan api.ReceiveBody, 1)
 	go func() {
 		var b api.ReceiveBody
-		_ = me.Do(ctx, http.MethodPost, receive, api.ReceiveRequest{LeaseID: ptr(got.LeaseID.String()), WaitSeconds: ptr(20)}, &b)
+		for {
+			// The probe below may hold the lease for an instant (409); the receive asks again.
+			err := me.Do(ctx, http.MethodPost, receive, api.ReceiveRequest{LeaseID: ptr(got.LeaseID.String()), WaitSeconds: ptr(20)}, &b)
+			if !isStatus(err, http.StatusConflict) {
+				break
+			}
+		}
 		waited <- b
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// The receive waits once a second receive on its lease is refused as busy (a probe that
+	// waits 0 s claims nothing: no message is queued yet).
+	wait.Eventually(t, 10*time.Second, func() bool {
+		err := me.Do(ctx, http.MethodPost, receive, api.ReceiveRequest{LeaseID: ptr(got.LeaseID.String()), WaitSeconds: ptr(0)}, nil)
+		return isStatus(err, http.StatusConflict)
+	}, "the receiver to wait on its lease")
 	var second api.MessageBody
 	must(t, op.Do(ctx, http.MethodPost, "/v1/rooms/"+room.ID.String()+"/messages", api.PostMessageRequest{Text: "thanks"}, &second))
 	select {

@@ -83,10 +83,12 @@ type nodeShape struct {
 // which init inherits: its process guard kills that child within seconds. With the guard
 // gone too (the whole machine's view of the worker lost), the jam restarted on the same data
 // directory kills it before serving, and its clean stop leaves none of its own behind. Both
-// `jam dev` and `jam worker`.
+// `jam dev` and `jam worker`, side by side: each has its own data directory, and the
+// sleepers and guards each looks for are its own.
 func TestAKilledJamsLeftoversAreReapedByItsGuardOrItsRestart(t *testing.T) {
 	t.Parallel()
 	t.Run("jam dev", func(t *testing.T) {
+		t.Parallel()
 		home := filepath.Join(t.TempDir(), "jam-home")
 		env := ownedEnv(t, t.TempDir())
 		reapsAfterKill(t, nodeShape{name: devNode, home: home, start: func() (*client.Client, *proc) {
@@ -95,6 +97,7 @@ func TestAKilledJamsLeftoversAreReapedByItsGuardOrItsRestart(t *testing.T) {
 		}})
 	})
 	t.Run("jam worker", func(t *testing.T) {
+		t.Parallel()
 		p := startProductionServer(t, "reap-test-token")
 		home := filepath.Join(t.TempDir(), "node-w1")
 		env := append(append(p.base, "JAM_HOME="+home), ownedEnv(t, t.TempDir())...)

@@ -86,6 +86,16 @@ func getSession(t *testing.T, c *client.Client, id uuid.UUID) api.SessionBody {
 	return s
 }
 
+// runtimeOf is the session's runtime; a session without one fails the test, where a nil
+// dereference would end every other test of the package with it.
+func runtimeOf(t *testing.T, s api.SessionBody) api.RuntimeBody {
+	t.Helper()
+	if s.Runtime == nil {
+		t.Fatalf("session %s has no runtime (presence %s, phase %s)", s.RuntimeSessionID, s.Presence, s.Phase)
+	}
+	return *s.Runtime
+}
+
 // awaitPresence waits until the session reports want.
 func awaitPresence(t *testing.T, c *client.Client, id uuid.UUID, want domain.Presence, timeout time.Duration) api.SessionBody {
 	t.Helper()

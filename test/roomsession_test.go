@@ -136,7 +136,7 @@ func TestOwnedAgentRoomsWakeOnMessageAndAreReapedWhenIdle(t *testing.T) {
 	if r := awaitReply(t, c, sm, 30*time.Second); !strings.Contains(r.Text, `roster: You are builder, an agent in the room "sibling". Participants: ada (human).`) {
 		t.Fatalf("the runtime's roster: %q", r.Text)
 	}
-	siblingPID := awaitPresence(t, c, siblingSession, domain.PresenceLive, 5*time.Second).Runtime.PID
+	siblingPID := runtimeOf(t, awaitPresence(t, c, siblingSession, domain.PresenceLive, 5*time.Second)).PID
 	must(t, c.Do(ctx, http.MethodPost, "/v1/rooms/"+sibling.ID.String()+"/participants", map[string]string{"human": "bob"}, nil))
 	var joined api.MessageBody
 	must(t, c.Do(ctx, http.MethodPost, "/v1/rooms/"+sibling.ID.String()+"/messages", api.PostMessageRequest{Text: "[[roster]] and now?", Author: "ada"}, &joined))

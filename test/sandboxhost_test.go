@@ -165,7 +165,7 @@ func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
 	other := sandboxedAgent(t, c, "dedicated", domain.PlacementDedicated)
 	room3, s3 := roomWith(t, c, "three", other)
 	awaitReply(t, c, postText(t, c, room3.ID, "hello"), 60*time.Second)
-	otherPID := getSession(t, c, s3).Runtime.PID
+	otherPID := runtimeOf(t, getSession(t, c, s3)).PID
 
 	// Stop: every member down and dormant, the sandbox parked.
 	res := control(t, c, host.ID, domain.HostStop)
@@ -233,7 +233,7 @@ func TestASharedHostServesTwoRoomsAndItsControlsActOnEveryMember(t *testing.T) {
 	}
 
 	// The other agent's Dedicated host and the operator's own sandbox were never touched.
-	if pid := getSession(t, c, s3).Runtime.PID; pid != otherPID {
+	if pid := runtimeOf(t, getSession(t, c, s3)).PID; pid != otherPID {
 		t.Fatalf("the other agent's runtime was restarted: %d -> %d", otherPID, pid)
 	}
 	otherHost := hostsOf(t, c, other)[0]

@@ -56,7 +56,7 @@ func TestAHostNativeRoomMovesToANodeSharingItsHostStoreOnDrainAndWhenItsNodeDies
 	room, session := roomWith(t, c, "lab", agent)
 	awaitReply(t, c, postText(t, c, room.ID, "hello"), 2*time.Minute)
 	s := getSession(t, c, session)
-	thread, first := s.ProviderSessionID, s.Runtime.Node
+	thread, first := s.ProviderSessionID, runtimeOf(t, s).Node
 	if thread == "" || nodes[first] == nil {
 		t.Fatalf("after the first answer: %+v", s)
 	}
@@ -70,7 +70,7 @@ func TestAHostNativeRoomMovesToANodeSharingItsHostStoreOnDrainAndWhenItsNodeDies
 	m := postText(t, c, room.ID, "still there?")
 	awaitReply(t, c, m, 2*time.Minute)
 	s = getSession(t, c, session)
-	second := s.Runtime.Node
+	second := runtimeOf(t, s).Node
 	if second != other[first] || s.ProviderSessionID != thread {
 		t.Fatalf("after the drain: node %q (want %q), thread %q (want %q)", second, other[first], s.ProviderSessionID, thread)
 	}

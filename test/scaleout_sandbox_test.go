@@ -121,7 +121,7 @@ func TestASandboxedRoomMovesWithItsHostToANodeSharingItsHostStoreWhenItsNodeDies
 	room, session := roomWith(t, c, "lab", agent)
 	awaitReply(t, c, postText(t, c, room.ID, "[[count]] hello"), 90*time.Second)
 	s := getSession(t, c, session)
-	thread, first := s.ProviderSessionID, s.Runtime.Node
+	thread, first := s.ProviderSessionID, runtimeOf(t, s).Node
 	if thread == "" || nodes[first] == nil {
 		t.Fatalf("after the first answer: %+v", s)
 	}
