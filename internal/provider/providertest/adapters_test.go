@@ -163,7 +163,7 @@ var adapters = []adapter{
 	},
 	{
 		name: "codex", command: "codex", transport: domain.TransportCodexAppServer, factory: codex.New, modelDriven: true,
-		caps: caps{Steer: true, OversizedSurvives: true, RetryDelivered: true, CarriesOnAfterDenial: true},
+		caps: caps{Steer: true, OversizedSurvives: true, RetryDelivered: true, CarriesOnAfterDenial: true, HandshakeExitClassified: true},
 		args: func(*lane) []string { return []string{"app-server"} },
 		env: func(l *lane) []string {
 			return []string{pathEnv(), "HOME=" + l.home, "CODEX_HOME=" + filepath.Join(l.home, "codex"), "STUB_MODEL_KEY=x"}
@@ -181,7 +181,7 @@ var adapters = []adapter{
 	{
 		name: "claude", command: "claude", transport: domain.TransportClaudeCodeCLI, factory: claudecode.New, mcp: true,
 		modelDriven: true, stateDir: true,
-		caps: caps{Steer: true, OversizedSurvives: true, RetryDelivered: false, CarriesOnAfterDenial: true},
+		caps: caps{Steer: true, OversizedSurvives: true, RetryDelivered: false, CarriesOnAfterDenial: true, HandshakeExitClassified: true},
 		args: func(*lane) []string { return nil },
 		env: func(l *lane) []string {
 			row, _ := domain.LookupTransport(domain.TransportClaudeCodeCLI)
@@ -197,7 +197,7 @@ var adapters = []adapter{
 	{
 		name: "copilot", command: "copilot", transport: domain.TransportCopilotSDK, factory: copilot.New, modelDriven: true,
 		framing: "content-length",
-		caps:    caps{Steer: true, OversizedSurvives: true, RetryDelivered: true, CarriesOnAfterDenial: true},
+		caps:    caps{Steer: true, OversizedSurvives: true, RetryDelivered: true, CarriesOnAfterDenial: true, HandshakeExitClassified: true},
 		args:    func(*lane) []string { return []string{"--headless", "--no-auto-update", "--stdio"} },
 		env: func(l *lane) []string {
 			return []string{pathEnv(), "HOME=" + l.home, "COPILOT_HOME=" + filepath.Join(l.home, "copilot"),

@@ -287,7 +287,9 @@ func killedMidTurn(t *testing.T, a adapter) {
 	if a.modelDriven {
 		wait.Eventually(t, turnBound, func() bool { return in.rec.count(turn.ID, domain.AgentTextDelta) > 0 }, "the model to stream")
 	}
-	require.NoError(t, syscall.Kill(p.PID, syscall.SIGKILL))
+	// The whole group: an npm-installed CLI's launcher may run the agent as its child, and
+	// killing the launcher alone leaves the agent answering on the same pipes.
+	require.NoError(t, syscall.Kill(-p.PID, syscall.SIGKILL))
 	var r result
 	select {
 	case r = <-done:

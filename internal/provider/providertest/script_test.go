@@ -64,11 +64,13 @@ func (s *script) respond(r stubmodel.Request) stubmodel.Reply {
 		return &stubmodel.ToolCall{Name: reply, Arguments: map[string]string{"message_id": id, "text": text}}
 	}
 	switch {
+	case reply == "":
+		// A side request without Jam's tools (OpenCode titles its sessions first): it must
+		// not abandon the message the turn's own request is about to wedge on.
+		return stubmodel.Echo(r)
 	case strings.Contains(block, markWedge):
 		s.abandoned[id] = true
 		return stubmodel.Reply{Text: strings.Repeat("working ", 60), Chunks: 60, ChunkDelay: time.Second}
-	case reply == "":
-		return stubmodel.Echo(r)
 	case strings.Contains(block, markPermission) && s.a.shell != nil && !calledWith(r, s.deniedFile(id)):
 		return stubmodel.Reply{ToolCall: s.a.shell(r, "touch "+s.deniedFile(id))}
 	case strings.Contains(block, markRetry):
