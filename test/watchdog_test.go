@@ -1,10 +1,8 @@
 package test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,6 +22,11 @@ func watchdogEnv(t *testing.T) []string {
 
 func intp(n int) *int { return &n }
 
+// testagentWatched is a jam-testagent template under the watchdog bounds w.
+func testagentWatched(t *testing.T, w domain.Watchdog) domain.TemplateConfig {
+	return domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, Command: testagent.Binary(t), Watchdog: &w}
+}
+
 // A provider that grows past its template's memory ceiling is recycled between turns: the
 // room is told once (runtime_recycled, saying what was measured), the session shows the
 // count and the last reason, and the room's next message is answered once, by the new
@@ -31,12 +34,8 @@ func intp(n int) *int { return &n }
 func TestAWatchdogRecyclesAGrowingProviderOnItsOwnThread(t *testing.T) {
 	t.Parallel()
 	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), watchdogEnv(t))
-	c, ctx := d.client, context.Background()
-	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, Command: testagent.Binary(t),
-		Watchdog: &domain.Watchdog{MemoryMB: intp(120)}}
-	var agent api.AgentBody
-	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "grower", Kind: domain.AgentOwned, Template: &tmpl}, &agent))
-	room, session := roomWith(t, c, "leaky", agent.ID)
+	c := d.client
+	room, session := roomWith(t, c, "leaky", codexAgent(t, c, "grower", testagentWatched(t, domain.Watchdog{MemoryMB: intp(120)})))
 
 	grow := postText(t, c, room.ID, "[[grow 250]] hold this")
 	if r := awaitReply(t, c, grow, 60*time.Second); !strings.Contains(r.Text, "holding 250 MiB") {
@@ -77,12 +76,8 @@ func TestAWatchdogRecyclesAGrowingProviderOnItsOwnThread(t *testing.T) {
 func TestAWedgedTurnIsInterruptedAndItsMessageAnsweredOnceAfterTheRecycle(t *testing.T) {
 	t.Parallel()
 	d := startDevEnv(t, filepath.Join(t.TempDir(), "jam-home"), watchdogEnv(t))
-	c, ctx := d.client, context.Background()
-	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, Command: testagent.Binary(t),
-		Watchdog: &domain.Watchdog{WedgeSecs: intp(1)}}
-	var agent api.AgentBody
-	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "wedger", Kind: domain.AgentOwned, Template: &tmpl}, &agent))
-	room, session := roomWith(t, c, "stuck", agent.ID)
+	c := d.client
+	room, session := roomWith(t, c, "stuck", codexAgent(t, c, "wedger", testagentWatched(t, domain.Watchdog{WedgeSecs: intp(1)})))
 	awaitReply(t, c, postText(t, c, room.ID, "hello"), 60*time.Second)
 	thread := getSession(t, c, session).ProviderSessionID
 
@@ -110,12 +105,8 @@ func TestAProviderThatKeepsWedgingEndsFailedNotLooping(t *testing.T) {
 	t.Parallel()
 	home := filepath.Join(t.TempDir(), "jam-home")
 	d := startDevEnv(t, home, watchdogEnv(t))
-	c, ctx := d.client, context.Background()
-	tmpl := domain.TemplateConfig{Alias: "default", Transport: domain.TransportACP, Command: testagent.Binary(t),
-		Watchdog: &domain.Watchdog{WedgeSecs: intp(1)}}
-	var agent api.AgentBody
-	must(t, c.Do(ctx, http.MethodPost, "/v1/agents", api.CreateAgentRequest{Name: "wedger", Kind: domain.AgentOwned, Template: &tmpl}, &agent))
-	room, session := roomWith(t, c, "stuck", agent.ID)
+	c := d.client
+	room, session := roomWith(t, c, "stuck", codexAgent(t, c, "wedger", testagentWatched(t, domain.Watchdog{WedgeSecs: intp(1)})))
 	stuck := postText(t, c, room.ID, "[[wedge]] are you there")
 	awaitEvent(t, c, room.ID, domain.EventRuntimeFailed, func(p json.RawMessage) bool {
 		return strings.Contains(string(p), `"class":"recycle_loop"`)

@@ -28,9 +28,10 @@ type caps struct {
 	// runtime goes on (a line without being buffered whole, a Content-Length frame unread);
 	// otherwise the adapter ends the runtime cleanly.
 	OversizedSurvives bool
-	// HandshakeExitClassified: a child that exits during the start handshake fails Prepare
-	// with ErrRuntimeExited; otherwise with an error of the adapter's own (its protocol
-	// client's "connection closed"), still at once and leaving nothing behind.
+	// HandshakeExitClassified: a child that exits during the start handshake always fails
+	// Prepare with ErrRuntimeExited; otherwise with that or, when the protocol client saw its
+	// stream end before the exit was reaped, its own "connection closed" (the Lifecycle
+	// adapters, racing the two), still at once and leaving nothing behind.
 	HandshakeExitClassified bool
 	// RetryDelivered: the CLI delivers a model's second call under the same call id (Jam
 	// answers it once, from its replay cache or as the same disposition); otherwise the CLI
@@ -163,7 +164,7 @@ var adapters = []adapter{
 	},
 	{
 		name: "codex", command: "codex", transport: domain.TransportCodexAppServer, factory: codex.New, modelDriven: true,
-		caps: caps{Steer: true, OversizedSurvives: true, RetryDelivered: true, CarriesOnAfterDenial: true, HandshakeExitClassified: true},
+		caps: caps{Steer: true, OversizedSurvives: true, RetryDelivered: true, CarriesOnAfterDenial: true},
 		args: func(*lane) []string { return []string{"app-server"} },
 		env: func(l *lane) []string {
 			return []string{pathEnv(), "HOME=" + l.home, "CODEX_HOME=" + filepath.Join(l.home, "codex"), "STUB_MODEL_KEY=x"}
@@ -181,7 +182,7 @@ var adapters = []adapter{
 	{
 		name: "claude", command: "claude", transport: domain.TransportClaudeCodeCLI, factory: claudecode.New, mcp: true,
 		modelDriven: true, stateDir: true,
-		caps: caps{Steer: true, OversizedSurvives: true, RetryDelivered: false, CarriesOnAfterDenial: true, HandshakeExitClassified: true},
+		caps: caps{Steer: true, OversizedSurvives: true, RetryDelivered: false, CarriesOnAfterDenial: true},
 		args: func(*lane) []string { return nil },
 		env: func(l *lane) []string {
 			row, _ := domain.LookupTransport(domain.TransportClaudeCodeCLI)
@@ -197,7 +198,7 @@ var adapters = []adapter{
 	{
 		name: "copilot", command: "copilot", transport: domain.TransportCopilotSDK, factory: copilot.New, modelDriven: true,
 		framing: "content-length",
-		caps:    caps{Steer: true, OversizedSurvives: true, RetryDelivered: true, CarriesOnAfterDenial: true, HandshakeExitClassified: true},
+		caps:    caps{Steer: true, OversizedSurvives: true, RetryDelivered: true, CarriesOnAfterDenial: true},
 		args:    func(*lane) []string { return []string{"--headless", "--no-auto-update", "--stdio"} },
 		env: func(l *lane) []string {
 			return []string{pathEnv(), "HOME=" + l.home, "COPILOT_HOME=" + filepath.Join(l.home, "copilot"),

@@ -47,7 +47,7 @@ func handshakeExit(t *testing.T, a adapter) {
 	if a.caps.HandshakeExitClassified {
 		assert.ErrorIs(t, err, provider.ErrRuntimeExited)
 	} else if errors.Is(err, provider.ErrRuntimeExited) {
-		t.Logf("%s classifies a handshake exit as ErrRuntimeExited now: declare it in its capability row", a.name)
+		t.Logf("%s classified this handshake exit as ErrRuntimeExited", a.name)
 	}
 	assert.False(t, in.rt.Liveness().ProcessAlive)
 	select {
