@@ -53,7 +53,7 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	state, log, home := t.TempDir(), filepath.Join(t.TempDir(), "sbx.log"), filepath.Join(t.TempDir(), "jam-home")
 	d := startDevEnv(t, home, ownedEnv(t, t.TempDir(),
 		"JAM_SBX="+fakesbx.Binary(t), "FAKESBX_STATE="+state, "FAKESBX_LOG="+log,
-		"JAM_RECONCILE_INTERVAL_SECS=2", "JAM_DEV_SUGGEST_CONTINUE_AS_NEW_EVENTS=100"))
+		"JAM_RECONCILE_INTERVAL_SECS=2", "JAM_DEV_SUGGEST_CONTINUE_AS_NEW_EVENTS=100", "JAM_WATCHDOG_INTERVAL_MS=250"))
 	c, ctx := d.client, context.Background()
 	tc := temporaltest.Dial(t, d.temporal)
 	save := func(name, workflowID string) {
@@ -221,6 +221,16 @@ func TestRecordWorkflowHistories(t *testing.T) {
 	awaitHostState(t, c, host5, domain.HostParked, 60*time.Second)
 	save("roomsession-unsaved", contract.RoomSessionID(session5))
 	save("runtimehost-unsaved", contract.RuntimeHostID(host5))
+
+	// The watchdog: a turn that goes silent past its wedge bound is interrupted, the runtime
+	// recycled on its thread and the message answered by the new process; then a provider
+	// that wedges every time is held failed after three recycles, and a restart clears it.
+	room6, session6 := roomWith(t, c, "watched", codexAgent(t, c, "watched", testagentWatched(t, domain.Watchdog{WedgeSecs: intp(1)})))
+	awaitReply(t, c, postText(t, c, room6.ID, "[[wedge-once]] [[count]]"), 90*time.Second)
+	postText(t, c, room6.ID, "[[wedge]] again")
+	awaitPhase(t, c, session6, domain.PhaseFailed, 90*time.Second)
+	must(t, c.Do(ctx, http.MethodPost, "/v1/sessions/"+session6.String()+"/stop", nil, nil))
+	save("roomsession-watchdog", contract.RoomSessionID(session6))
 }
 
 // blockCheckpoints makes every capture of host's provider state fail, as a disk that cannot

@@ -103,9 +103,7 @@ func (r *RuntimeRegistry) RunWatchdog(ctx context.Context, cfg WatchdogConfig, o
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			for _, c := range r.sampleWatchdog(ctx, cfg, now) {
-				onCross(c)
-			}
+			r.sampleWatchdog(ctx, cfg, now, onCross)
 		}
 	}
 }
@@ -117,8 +115,8 @@ type watched struct {
 	groups  []int
 }
 
-// sampleWatchdog takes one sample and returns the runtimes that crossed a bound in it.
-func (r *RuntimeRegistry) sampleWatchdog(ctx context.Context, cfg WatchdogConfig, now time.Time) []Crossing {
+// sampleWatchdog takes one sample and reports each runtime that crossed a bound in it.
+func (r *RuntimeRegistry) sampleWatchdog(ctx context.Context, cfg WatchdogConfig, now time.Time, onCross func(Crossing)) {
 	r.mu.Lock()
 	var (
 		list   []watched
@@ -142,7 +140,7 @@ func (r *RuntimeRegistry) sampleWatchdog(ctx context.Context, cfg WatchdogConfig
 	}
 	r.mu.Unlock()
 	if len(list) == 0 {
-		return nil
+		return
 	}
 	usage := map[int]procgroup.Usage{}
 	if len(pgids) > 0 {
@@ -152,7 +150,6 @@ func (r *RuntimeRegistry) sampleWatchdog(ctx context.Context, cfg WatchdogConfig
 			usage = map[int]procgroup.Usage{}
 		}
 	}
-	var out []Crossing
 	for _, item := range list {
 		var u procgroup.Usage
 		for _, g := range item.groups {
@@ -174,6 +171,11 @@ func (r *RuntimeRegistry) sampleWatchdog(ctx context.Context, cfg WatchdogConfig
 		}
 		r.log.Warn("watchdog: runtime over a bound; recycling it", "runtime_session", item.session,
 			"generation", e.generation, "reason", reason, "measured", measured)
+		// Reported before a wedged turn is interrupted: the session's workflow then holds the
+		// recycle before the turn's end, and recycles instead of running the next turn on
+		// the wedged runtime (which, reported once, would wedge unwatched).
+		onCross(Crossing{RuntimeSession: item.session, Recycle: domain.Recycle{
+			Reason: reason, Measured: measured, Generation: e.generation, At: now.UTC()}})
 		if reason == domain.RecycleWedged && inTurn {
 			// The turn ends cancelled, settling nothing: its messages wait for the runtime
 			// the recycle starts.
@@ -181,10 +183,7 @@ func (r *RuntimeRegistry) sampleWatchdog(ctx context.Context, cfg WatchdogConfig
 				r.log.Warn("watchdog: interrupting a wedged turn", "runtime_session", item.session, "error", err)
 			}
 		}
-		out = append(out, Crossing{RuntimeSession: item.session, Recycle: domain.Recycle{
-			Reason: reason, Measured: measured, Generation: e.generation, At: now.UTC()}})
 	}
-	return out
 }
 
 // judge decides whether one runtime crossed a bound in this sample (called with the

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jam-dev/jam/internal/domain"
 	"github.com/jam-dev/jam/internal/procgroup"
+	"github.com/jam-dev/jam/internal/provider"
+	"github.com/jam-dev/jam/internal/testsupport/wait"
 )
 
 // judge over one runtime's samples: memory over its ceiling at once; idle CPU only when it
@@ -73,17 +75,66 @@ func TestWatchdogReportsALiveRuntimeOverItsMemoryCeilingOnce(t *testing.T) {
 	startRuntime(t, r, agentSpec(t, session, 1))
 	r.Watch(session, 1, domain.WatchdogLimits{MemoryBytes: 1 << 20}, true)
 	cfg := WatchdogConfig{}.withDefaults()
-	got := r.sampleWatchdog(context.Background(), cfg, time.Now())
+	sample := func() []Crossing {
+		var got []Crossing
+		r.sampleWatchdog(context.Background(), cfg, time.Now(), func(c Crossing) { got = append(got, c) })
+		return got
+	}
+	got := sample()
 	require.Len(t, got, 1)
 	c := got[0]
 	require.Equal(t, session, c.RuntimeSession)
 	require.Equal(t, domain.RecycleMemory, c.Recycle.Reason)
 	require.EqualValues(t, 1, c.Recycle.Generation)
 	require.True(t, strings.Contains(c.Recycle.Measured, "over the 1 MiB ceiling"), c.Recycle.Measured)
-	require.Empty(t, r.sampleWatchdog(context.Background(), cfg, time.Now()), "reported twice")
+	require.Empty(t, sample(), "reported twice")
 
 	// A runtime with no bounds is not measured at all.
 	other := uuid.New()
 	startRuntime(t, r, agentSpec(t, other, 1))
-	require.Empty(t, r.sampleWatchdog(context.Background(), cfg, time.Now()))
+	require.Empty(t, sample())
+}
+
+// A turn that goes silent past its wedge bound is reported while it still runs, and only then
+// interrupted: the session's workflow holds the recycle before the turn's end reaches it, so
+// it never runs another turn on the wedged runtime.
+func TestWatchdogReportsAWedgedTurnBeforeInterruptingIt(t *testing.T) {
+	r := NewRuntimeRegistry(quietLog(), nil, nil)
+	defer r.Shutdown(context.Background())
+	session := uuid.New()
+	startRuntime(t, r, agentSpec(t, session, 1))
+	r.Watch(session, 1, domain.WatchdogLimits{Wedge: 200 * time.Millisecond}, true)
+	type result struct {
+		res provider.TurnResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		msg := provider.Message{ID: uuid.New(), AuthorKind: domain.ParticipantHuman, AuthorName: "alice", Text: "[[wedge]]"}
+		res, err := r.RunTurn(context.Background(), session, 1, provider.Turn{ID: "w", Messages: []provider.Message{msg}})
+		done <- result{res, err}
+	}()
+	cfg := WatchdogConfig{}.withDefaults()
+	var crossings []Crossing
+	running := false
+	wait.Eventually(t, 10*time.Second, func() bool {
+		r.sampleWatchdog(context.Background(), cfg, time.Now(), func(c Crossing) {
+			crossings = append(crossings, c)
+			select {
+			case <-done:
+			default:
+				running = true
+			}
+		})
+		return len(crossings) > 0
+	}, "the wedged turn to be reported")
+	require.True(t, running, "the turn ended before it was reported")
+	require.Equal(t, domain.RecycleWedged, crossings[0].Recycle.Reason)
+	select {
+	case got := <-done:
+		require.NoError(t, got.err)
+		require.Equal(t, domain.TurnCancelled, got.res.Outcome)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wedged turn was not interrupted")
+	}
 }
